@@ -1,0 +1,44 @@
+"""rtx-cpu: rtxcore's CPU backend. Views are NumPy arrays over one flat buffer, so
+the core's strided views reach kernels as ordinary ndarrays (no copies), and
+``Tensor.numpy()`` shares memory."""
+
+from __future__ import annotations
+
+import os
+import platform
+from typing import Any
+
+import numpy as np
+
+from rtxcore.dispatch import Backend, DType, hookimpl
+
+from .kernels import KERNELS
+
+__version__ = "0.1.0"
+
+
+class CPUBackend(Backend):
+    name = "cpu"
+    distribution = "rtx-cpu"
+    version = __version__
+
+    def device_name(self, index: int) -> str:
+        return platform.processor() or platform.machine() or "cpu"
+
+    def properties(self, index: int) -> dict[str, Any]:
+        return {"cores": os.cpu_count(), "numpy": np.__version__}
+
+    def view(self, buffer: np.ndarray, shape: tuple[int, ...], strides: tuple[int, ...],
+             offset: int, dtype: DType) -> np.ndarray:
+        isz = buffer.itemsize
+        return np.ndarray(shape, buffer.dtype, buffer, offset * isz, [s * isz for s in strides])
+
+
+@hookimpl
+def rtx_backends() -> list[Backend]:
+    return [CPUBackend()]
+
+
+@hookimpl
+def rtx_kernels(backend: str) -> dict[str, Any] | None:
+    return KERNELS if backend == "cpu" else None

@@ -1,0 +1,174 @@
+"""Every primitive (and a few composites) on NumPy: one line per op where NumPy
+has the function. Views arrive as ndarrays already broadcast and promoted; each
+kernel writes into ``out``."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+
+# PyTorch computes log(0) = -inf and 1/0 = inf silently; so do we. Only warnings
+# raised from this module are ignored, and at no per-op cost (np.errstate costs
+# about 1 us a call, more than a tiny add).
+warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"rtx_cpu\.kernels")
+
+
+# -- memory -------------------------------------------------------------------------
+
+
+def empty(shape: tuple[int, ...], dtype: Any, index: int) -> tuple[np.ndarray, np.ndarray]:
+    n = 1
+    for s in shape:
+        n *= s
+    flat = np.empty(n, dtype.numpy)
+    return flat, flat.reshape(shape)
+
+
+def from_host(arr: np.ndarray, index: int) -> tuple[np.ndarray, np.ndarray]:
+    return arr.reshape(-1), arr  # shares the caller's array: the host is our device
+
+
+def to_host(x: np.ndarray) -> np.ndarray:
+    return x
+
+
+def full(out: np.ndarray, value: Any) -> None:
+    out[...] = value
+
+
+def arange(out: np.ndarray, start: Any, step: Any) -> None:
+    wide = np.float64 if out.dtype.kind == "f" else np.int64
+    np.copyto(out, np.arange(out.shape[0], dtype=wide) * step + start, casting="unsafe")
+
+
+def copy(out: np.ndarray, x: np.ndarray) -> None:
+    np.copyto(out, x)
+
+
+def cast(out: np.ndarray, x: np.ndarray) -> None:
+    np.copyto(out, x, casting="unsafe")
+
+
+def _rng(seed: int, offset: int) -> np.random.Generator:
+    return np.random.Generator(np.random.Philox(key=seed, counter=offset))
+
+
+def _draw_dtype(out: np.ndarray) -> Any:
+    return np.float64 if out.dtype == np.float64 else np.float32
+
+
+def uniform(out: np.ndarray, low: float, high: float, seed: int, offset: int) -> None:
+    u = _rng(seed, offset).random(out.shape, dtype=_draw_dtype(out))
+    np.copyto(out, u * (high - low) + low, casting="unsafe")
+
+
+def normal(out: np.ndarray, mean: float, std: float, seed: int, offset: int) -> None:
+    z = _rng(seed, offset).standard_normal(out.shape, dtype=_draw_dtype(out))
+    np.copyto(out, z * std + mean, casting="unsafe")
+
+
+# -- reductions, matmul, indexing ------------------------------------------------------
+
+
+def _reduction(fn: Any) -> Any:
+    def kernel(out: np.ndarray, x: np.ndarray, axes: tuple[int, ...]) -> None:
+        if x.dtype == np.float16:  # accumulate in float32, as PyTorch does
+            fn(x, axis=axes, keepdims=True, out=out, dtype=np.float32)
+        else:
+            fn(x, axis=axes, keepdims=True, out=out)
+
+    return kernel
+
+
+def _minmax(fn: Any) -> Any:
+    def kernel(out: np.ndarray, x: np.ndarray, axes: tuple[int, ...]) -> None:
+        fn(x, axis=axes, keepdims=True, out=out)
+
+    return kernel
+
+
+def gather(out: np.ndarray, x: np.ndarray, dim: int, index: np.ndarray) -> None:
+    out[...] = np.take_along_axis(x, index, axis=dim)
+
+
+def _grid(index: np.ndarray, dim: int) -> tuple[Any, ...]:
+    grid = list(np.indices(index.shape, sparse=True))
+    grid[dim] = index
+    return tuple(grid)
+
+
+def scatter_add(out: np.ndarray, dim: int, index: np.ndarray, src: np.ndarray) -> None:
+    np.add.at(out, _grid(index, dim), src)
+
+
+def index(out: np.ndarray, x: np.ndarray, indices: tuple[np.ndarray, ...]) -> None:
+    out[...] = x[indices]
+
+
+def index_put(out: np.ndarray, indices: tuple[np.ndarray, ...], values: np.ndarray) -> None:
+    out[indices] = values
+
+
+def masked_select(out: np.ndarray, x: np.ndarray, mask: np.ndarray) -> None:
+    out[...] = x[mask]
+
+
+def sort(values: np.ndarray, indices: np.ndarray, x: np.ndarray, axis: int, descending: bool) -> None:
+    if descending:
+        # stable descending: sort the reversed array, reverse back, and map the
+        # positions, so equal elements keep their original order
+        n = x.shape[axis]
+        idx = np.flip(np.argsort(np.flip(x, axis), axis=axis, kind="stable"), axis)
+        idx = (n - 1) - idx
+    else:
+        idx = np.argsort(x, axis=axis, kind="stable")
+    indices[...] = idx
+    values[...] = np.take_along_axis(x, idx, axis=axis)
+
+
+def _u(fn: Any) -> Any:
+    return lambda out, x: fn(x, out=out)
+
+
+def _b(fn: Any) -> Any:
+    return lambda out, x, y: fn(x, y, out=out)
+
+
+KERNELS = {
+    # memory
+    "empty": empty, "from_host": from_host, "to_host": to_host, "full": full,
+    "arange": arange, "copy": copy, "cast": cast, "uniform": uniform, "normal": normal,
+    # unary
+    "neg": _u(np.negative), "abs": _u(np.absolute), "sign": _u(np.sign),
+    "exp": _u(np.exp), "log": _u(np.log), "sqrt": _u(np.sqrt), "sin": _u(np.sin),
+    "cos": _u(np.cos), "tanh": _u(np.tanh), "reciprocal": _u(np.reciprocal),
+    "floor": _u(np.floor), "logical_not": _u(np.logical_not),
+    # binary
+    "add": _b(np.add), "sub": _b(np.subtract), "mul": _b(np.multiply),
+    "div": _b(np.true_divide), "pow": _b(np.power), "maximum": _b(np.maximum),
+    "minimum": _b(np.minimum), "logical_and": _b(np.logical_and),
+    "logical_or": _b(np.logical_or),
+    "eq": _b(np.equal), "ne": _b(np.not_equal), "lt": _b(np.less), "le": _b(np.less_equal),
+    "gt": _b(np.greater), "ge": _b(np.greater_equal),
+    # ternary
+    "where": lambda out, c, x, y: np.copyto(out, np.where(c, x, y)),
+    # reductions
+    "sum": _reduction(np.sum), "prod": _reduction(np.prod),
+    "max": _minmax(np.max), "min": _minmax(np.min),
+    "argmax": lambda out, x, axis: np.argmax(x, axis=axis, keepdims=True, out=out),
+    "argmin": lambda out, x, axis: np.argmin(x, axis=axis, keepdims=True, out=out),
+    "matmul": lambda out, a, b: np.matmul(a, b, out=out),
+    # indexing
+    "gather": gather, "scatter_add": scatter_add, "index": index,
+    "masked_select": masked_select,
+    # composites NumPy does better (accuracy or speed) than the core's decomposition
+    "expm1": _u(np.expm1), "log1p": _u(np.log1p), "log2": _u(np.log2), "tan": _u(np.tan),
+    "ceil": _u(np.ceil), "round": _u(np.rint), "trunc": _u(np.trunc),
+    "isnan": _u(np.isnan), "isinf": _u(np.isinf),
+    "floor_divide": _b(np.floor_divide), "remainder": _b(np.remainder),
+    "logical_xor": _b(np.logical_xor),
+    "cumsum": lambda out, x, axis: np.cumsum(x, axis=axis, out=out),
+    "sort": sort, "index_put": index_put,
+}

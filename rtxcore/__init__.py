@@ -1,0 +1,93 @@
+"""rtxcore: PyTorch-style tensors on interchangeable, separately installed backends.
+
+    import rtxcore as rc
+    x = rc.tensor([[1.0, 2.0], [3.0, 4.0]])
+    (x @ x.T).sum()
+
+Kernels come from backend plugins (``rtx-cpu``, ``rtx-opencl``, ``rtx-cuda``, or a
+third party's) found through the ``rtxcore.backends`` entry point group the first
+time a device is used. ``rtx info`` lists what is installed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+from . import dtype as _dtype_mod
+from .dtype import (bool_, double, float, float16, float32, float64, get_default_dtype,  # noqa: A004
+                    half, int, int8, int16, int32, int64, long, promote_types, result_type,
+                    set_default_dtype, short, uint8)
+from .dispatch.types import DType
+from .device import Device, device, get_default_device, set_default_device
+from .shape import Shape, Size, broadcast_shapes as _broadcast_pair
+from .tensor import Tensor
+from .random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
+from .ops.creation import (arange, as_tensor, asarray, empty, empty_like, eye, from_numpy, full,
+                           full_like, linspace, logspace, ones, ones_like, rand, rand_like, randint,
+                           randint_like, randn, randn_like, randperm, tensor, zeros, zeros_like,
+                           clone, numpy as _numpy)
+from .ops.elementwise import (abs, add, bitwise_not, ceil, clamp, clip, cos, div, divide, eq, erf,  # noqa: A004
+                              exp, expm1, fix, floor, floor_divide, ge, gelu, greater, greater_equal,
+                              gt, isfinite, isinf, isnan, le, lerp, less, less_equal, log, log1p,
+                              log2, log10, logical_and, logical_not, logical_or, logical_xor, lt,
+                              maximum, minimum, mul, multiply, nan_to_num, ne, neg,
+                              not_equal, pow, reciprocal, relu, remainder, round, rsqrt, sigmoid,
+                              sign, silu, sin, softplus, sqrt, square, sub, subtract, tan, tanh,
+                              true_divide, trunc, where)
+from .ops.reduction import (all, amax, amin, any, argmax, argmin, count_nonzero, cumprod,  # noqa: A004
+                            cumsum, log_softmax, logsumexp, max, mean, min, norm, softmax, std,
+                            sum, var, var_mean)
+from .ops.reduction import prod_ as prod
+from .ops.views import (broadcast_to, chunk, diagonal, expand, flatten, movedim, moveaxis, narrow,
+                        permute, ravel, reshape, split, squeeze, swapaxes, swapdims, t,
+                        tensor_split, transpose, unbind, unflatten, unsqueeze)
+from .ops.indexing import (argsort, argwhere, cat, concat, concatenate, gather, hstack,
+                           index_select, masked_fill, masked_select, nonzero, scatter, scatter_add,
+                           sort, stack, take_along_dim, topk, vstack)
+from .ops.linalg import bmm, dot, einsum, inner, matmul, mm, mv, outer
+
+from . import autograd  # noqa: F401
+
+
+def register_backend(plugin: Any, name: str | None = None) -> str:
+    """Register an in-process backend plugin (a module or object with hookimpls).
+
+    The dispatch table is rebuilt at once. Returns the name it was registered under.
+    """
+    from .dispatch.registry import registry
+
+    return registry.register(plugin, name)
+
+
+def unregister_backend(plugin_or_name: Any) -> None:
+    from .dispatch.registry import registry
+
+    registry.unregister(plugin_or_name)
+
+
+def broadcast_shapes(*shapes: Any) -> Shape:
+    out: tuple[int, ...] = ()
+    for s in shapes:
+        out = _broadcast_pair(out, (s,) if isinstance(s, type(1)) else tuple(s))
+    return Shape(out)
+
+
+def is_tensor(obj: Any) -> bool:
+    return type(obj) is Tensor
+
+
+def numel(x: Tensor) -> type(1):  # type: ignore[valid-type]
+    return x.numel()
+
+
+def is_floating_point(x: Tensor) -> bool:
+    return x.is_floating_point()
+
+
+def backends_info() -> list[dict[str, Any]]:
+    """What ``rtx info`` prints, as data."""
+    from ._cli import collect
+
+    return collect()

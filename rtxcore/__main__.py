@@ -1,0 +1,7 @@
+"""``python -m rtxcore info``."""
+
+import sys
+
+from ._cli import main
+
+sys.exit(main())

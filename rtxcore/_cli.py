@@ -1,0 +1,106 @@
+"""``rtx info``: every backend found, whether it runs here, and why not."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from .dispatch import ops as _ops
+
+
+def collect() -> list[dict[str, Any]]:
+    from .dispatch.registry import registry
+
+    registry.ensure_loaded()
+    rows = []
+    total = len(_ops.PRIMITIVES)
+    for name, entry in sorted(registry.backends.items()):
+        b = entry.backend
+        row: dict[str, Any] = {"name": name, "plugin": entry.plugin}
+        dist = registry.distributions.get(entry.plugin)
+        row["distribution"] = f"{dist[0]} {dist[1]}" if dist else f"{b.distribution or entry.plugin} {b.version}"
+        try:
+            ok = bool(b.is_available())
+            row["available"] = ok
+            row["reason"] = None if ok else (b.unavailable_reason() or "no reason given")
+            devices = []
+            if ok:
+                for i in range(b.device_count()):
+                    devices.append({"index": i, "name": b.device_name(i),
+                                    "dtypes": sorted(b.dtypes(i)), **b.properties(i)})
+            row["devices"] = devices
+        except Exception as exc:  # a misbehaving descriptor must not hide the others
+            row["available"] = False
+            row["reason"] = f"descriptor raised {type(exc).__name__}: {exc}"
+            row["devices"] = []
+        prims = [op for op in _ops.PRIMITIVES if op in entry.kernels]
+        row["primitives"] = (len(prims), total)
+        row["missing"] = [op for op in _ops.PRIMITIVES if op not in entry.kernels]
+        row["composites"] = sorted(op for op in entry.kernels if op in _ops.COMPOSITES)
+        row["providers"] = dict(entry.providers)
+        row["shadowed"] = {op: list(v) for op, v in entry.shadowed.items()}
+        rows.append(row)
+    for plugin, err in sorted(registry.failed.items()):
+        rows.append({"name": plugin, "plugin": plugin, "failed": err,
+                     "distribution": " ".join(registry.distributions.get(plugin, ("?", ""))).strip()})
+    return rows
+
+
+def render(kernels: bool = False) -> str:
+    from .dispatch.registry import registry
+
+    rows = collect()
+    lines = ["rtxcore backends", ""]
+    header = f"{'backend':<10} {'distribution':<22} {'status':<12} {'kernels':<9} devices"
+    lines += [header, "-" * len(header)]
+    for r in rows:
+        if "failed" in r:
+            lines.append(f"{r['name']:<10} {r['distribution']:<22} {'FAILED':<12} {'-':<9} -")
+            lines.append(f"{'':<10} import error: {r['failed']}")
+            continue
+        status = "available" if r["available"] else "unavailable"
+        k = f"{r['primitives'][0]}/{r['primitives'][1]}"
+        devs = ", ".join(f"{r['name']}:{d['index']}" if r['name'] != 'cpu' else "cpu" for d in r["devices"]) or "-"
+        lines.append(f"{r['name']:<10} {r['distribution']:<22} {status:<12} {k:<9} {devs}")
+        if not r["available"]:
+            lines.append(f"{'':<10} why: {r['reason']}")
+        for d in r["devices"]:
+            extra = {k2: v for k2, v in d.items() if k2 not in ("index", "name", "dtypes")}
+            facts = ", ".join(f"{k2}={v}" for k2, v in extra.items())
+            lines.append(f"{'':<10} [{d['index']}] {d['name']}" + (f" ({facts})" if facts else ""))
+            lines.append(f"{'':<10}     dtypes: {' '.join(d['dtypes'])}")
+        if r["missing"]:
+            lines.append(f"{'':<10} missing primitives: {', '.join(r['missing'])}")
+        if r["composites"]:
+            lines.append(f"{'':<10} own kernels for composites: {', '.join(r['composites'])}")
+        if kernels:
+            for op, plugin in sorted(r["providers"].items()):
+                if plugin != r["plugin"] or op in r["shadowed"]:
+                    lost = r["shadowed"].get(op, [])
+                    lines.append(f"{'':<10} kernel {op}: from {plugin}" + (f" (shadows {', '.join(lost)})" if lost else ""))
+    if registry.blocked:
+        lines += ["", "disabled by RTX_DISABLE_BACKENDS: " + ", ".join(sorted(set(registry.blocked)))]
+    if registry.problems:
+        lines += ["", "plugin problems:"]
+        lines += [f"  {p.plugin}: {p.what}" for p in registry.problems]
+    if not rows:
+        lines += ["(no backends installed: pip install rtx-cpu)"]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="rtx", description="rtxcore tools")
+    sub = parser.add_subparsers(dest="cmd")
+    info = sub.add_parser("info", help="list backends, devices and kernel coverage")
+    info.add_argument("--kernels", action="store_true", help="show which plugin supplies overridden kernels")
+    args = parser.parse_args(argv)
+    if args.cmd != "info":
+        parser.print_help()
+        return 0 if args.cmd is None and argv == [] else 2
+    print(render(kernels=args.kernels))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

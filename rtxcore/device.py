@@ -1,0 +1,166 @@
+"""Devices: value objects naming one device of one backend, and the default device."""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from . import dtype as _dt
+from .dispatch import _listeners
+from .dispatch.registry import KNOWN_BACKENDS, registry
+
+__all__ = ["device", "Device", "get_default_device", "set_default_device"]
+
+
+class Device:
+    """``rtxcore.device("opencl:1")``. One object per (type, index): compare with ``==``
+    or ``is``. Also a context manager that makes it the default device."""
+
+    __slots__ = ("type", "index", "_ready", "kernels", "backend", "_dtypes", "view", "__weakref__")
+
+    _interned: dict[tuple[str, int], "Device"] = {}
+    _lock = threading.Lock()
+
+    type: str
+    index: int
+
+    def __new__(cls, spec: Any = None, index: int | None = None) -> "Device":
+        if isinstance(spec, Device):
+            if index is not None and index != spec.index:
+                return cls(spec.type, index)
+            return spec
+        if spec is None:
+            return get_default_device()
+        if not isinstance(spec, str):
+            raise TypeError(f"device must be a string or a Device, got {type(spec).__name__}")
+        dtype, sep, idx = spec.strip().partition(":")
+        if sep:
+            if not idx.isdigit():
+                raise RuntimeError(f"invalid device string {spec!r}: the index after ':' must be a non-negative integer")
+            if index is not None and index != int(idx):
+                raise RuntimeError(f"device {spec!r} given with a different index {index}")
+            index = int(idx)
+        index = 0 if index is None else int(index)
+        if index < 0:
+            raise RuntimeError(f"device index must be non-negative, got {index}")
+        key = (dtype, index)
+        dev = cls._interned.get(key)
+        if dev is not None:
+            return dev
+        registry.ensure_loaded()
+        if dtype not in registry.backends and dtype not in KNOWN_BACKENDS:
+            raise RuntimeError(registry.missing_backend_message(dtype))
+        with cls._lock:
+            dev = cls._interned.get(key)
+            if dev is None:
+                dev = object.__new__(cls)
+                dev.type, dev.index = dtype, index
+                dev._ready = False
+                dev.kernels = {}
+                dev.backend = None
+                dev._dtypes = frozenset()
+                dev.view = None
+                cls._interned[key] = dev
+        return dev
+
+    def _resolve(self) -> "Device":
+        """Bind to the backend: check it is installed, available and has this index."""
+        entry = registry.entry(self.type)
+        b = entry.backend
+        if not b.is_available():
+            reason = b.unavailable_reason() or "no reason given"
+            raise RuntimeError(f"device {self} is not available: {reason}")
+        n = b.device_count()
+        if self.index >= n:
+            raise RuntimeError(
+                f"device {self.type}:{self.index} does not exist; "
+                f"{self.type} has {n} device{'s' if n != 1 else ''}"
+            )
+        self.backend = b
+        self.kernels = registry.tables[self.type]
+        self._dtypes = frozenset(_dt.BY_NAME[n] for n in b.dtypes(self.index))
+        self.view = b.view
+        self._ready = True
+        return self
+
+    def supports(self, dtype: Any) -> bool:
+        if not self._ready:
+            self._resolve()
+        return _dt.as_dtype(dtype) in self._dtypes
+
+    def __repr__(self) -> str:
+        if self.type == "cpu" and self.index == 0:
+            return "device(type='cpu')"
+        return f"device(type={self.type!r}, index={self.index})"
+
+    def __str__(self) -> str:
+        if self.type == "cpu" and self.index == 0:
+            return "cpu"
+        return f"{self.type}:{self.index}"
+
+    def __eq__(self, other: Any) -> bool:
+        if isinstance(other, str):
+            try:
+                other = Device(other)
+            except RuntimeError:
+                return False
+        return self is other
+
+    def __hash__(self) -> int:
+        return hash((self.type, self.index))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Device, (str(self),))
+
+    # `with rtxcore.device("opencl"):` makes factories land there.
+    def __enter__(self) -> "Device":
+        _local_stack().append(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _local_stack().pop()
+
+
+device = Device
+
+
+def _reset_devices() -> None:
+    for d in list(Device._interned.values()):
+        d._ready = False
+
+
+_listeners.append(_reset_devices)
+
+_tls = threading.local()
+_global_default: list[Device | None] = [None]
+
+
+def _local_stack() -> list[Device]:
+    st = getattr(_tls, "stack", None)
+    if st is None:
+        st = _tls.stack = []
+    return st
+
+
+def set_default_device(dev: Any) -> None:
+    """Where factories (``zeros``, ``tensor``, ...) put tensors when no ``device=`` is given."""
+    _global_default[0] = None if dev is None else Device(dev)
+
+
+def get_default_device() -> Device:
+    st = getattr(_tls, "stack", None)
+    if st:
+        return st[-1]
+    d = _global_default[0]
+    if d is None:
+        d = Device(os.environ.get("RTX_DEVICE") or "cpu")
+        _global_default[0] = d
+    return d
+
+
+def ready(dev: Device) -> Device:
+    """``dev``, bound to its backend (raises if it can't be used)."""
+    if not dev._ready:
+        dev._resolve()
+    return dev

@@ -1,0 +1,66 @@
+"""Every hook a backend plugin can implement, in the order rtxcore calls them.
+
+A plugin is a module or object with functions marked ``@rtxcore.dispatch.hookimpl``.
+rtxcore finds installed plugins through the entry point group
+``rtxcore.backends``; ``rtxcore.register_backend(obj)`` adds one in-process.
+
+Hooks are called once, when rtxcore builds its dispatch table (the first time a
+device is used, and again whenever a plugin is registered or removed). They are
+never called per op: an op costs one dict lookup.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import pluggy
+
+hookspec = pluggy.HookspecMarker("rtxcore")
+
+
+@hookspec
+def rtx_backends() -> list[Any]:
+    """Return the backends (device types) this plugin provides.
+
+    Returns:
+        A list of :class:`rtxcore.dispatch.Backend` instances; ``[]`` if the plugin
+        only contributes kernels to other backends.
+
+    Called: once per table build. If two plugins return a backend with the same
+    ``name``, the first one called wins and the other is reported by
+    ``rtx info`` as a conflict.
+
+    Example::
+
+        @hookimpl
+        def rtx_backends():
+            return [MyBackend()]   # MyBackend(Backend): name = "mydev"
+    """
+
+
+@hookspec
+def rtx_kernels(backend: str) -> dict[str, Callable[..., Any]] | None:
+    """Return kernels this plugin contributes to the backend named ``backend``.
+
+    Args:
+        backend: a device type, e.g. ``"cpu"``; the hook is called once per
+            backend known after ``rtx_backends``.
+
+    Returns:
+        ``{op_name: kernel}`` (op names from ``rtxcore.dispatch.ops``: the
+        ``PRIMITIVES`` and, as overrides, the ``COMPOSITES``), or ``None`` for a
+        backend this plugin doesn't serve.
+
+    Who wins: several plugins may return a kernel for the same op; the first in
+    pluggy's call order wins (``@hookimpl(tryfirst=True)`` runs before plain
+    impls, plain impls run last-registered first, ``trylast=True`` runs last).
+    Every shadowed kernel is recorded and shown by ``rtx info --kernels``. An op
+    name that is not in ``ops.py`` is reported, not installed.
+
+    Example::
+
+        @hookimpl(tryfirst=True)
+        def rtx_kernels(backend):
+            if backend == "cpu":
+                return {"matmul": my_fast_matmul}   # override one cpu kernel
+    """

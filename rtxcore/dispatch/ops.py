@@ -1,0 +1,149 @@
+"""The closed list of primitive ops: what a backend must implement.
+
+Everything else in rtxcore is composite: written in terms of these, so a backend
+that supplies the primitives is complete. A backend may also supply any op in
+``COMPOSITES`` under the same name; the core then calls it instead of the
+decomposition (faster, or more accurate: ``expm1`` near 0).
+
+Conventions every kernel follows (``View`` below means whatever the backend's
+``Backend.view`` returns; by default :class:`rtxcore.dispatch.View`):
+
+* The core allocates outputs. A kernel writes into ``out`` and returns nothing,
+  except the allocating kernels ``empty``/``from_host`` and ``to_host``.
+* Inputs arrive already broadcast to ``out``'s shape (stride-0 dims) and already
+  type-promoted: in binary and ternary ops both operands share one dtype; ``out``
+  has that dtype, or ``bool`` for comparisons and logical ops.
+* Either operand of a binary op (and ``x``/``y`` of ``where``) may instead be a
+  Python scalar already converted to the op's dtype (``2.0`` for float32).
+* Views may overlap ``out`` exactly (in-place ops: ``a.add_(b)`` passes ``a`` as
+  both ``out`` and ``x``); elementwise kernels must tolerate that.
+* Reductions get ``axes``, a sorted tuple of distinct non-negative ints;
+  ``out`` has ``x``'s shape with those axes set to 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["OpSpec", "PRIMITIVES", "COMPOSITES", "UNARY", "BINARY", "COMPARE",
+           "REDUCE", "is_known_op"]
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    name: str
+    family: str
+    signature: str
+    doc: str
+
+
+def _specs(family: str, signature: str, names_docs: dict[str, str]) -> list[OpSpec]:
+    return [OpSpec(n, family, signature.format(op=n), d) for n, d in names_docs.items()]
+
+
+UNARY = {
+    "neg": "-x", "abs": "|x|", "sign": "-1, 0 or 1 (0 for 0 and nan->nan)",
+    "exp": "e**x", "log": "natural log", "sqrt": "square root",
+    "sin": "sine", "cos": "cosine", "tanh": "hyperbolic tangent",
+    "reciprocal": "1/x", "floor": "round down",
+    "logical_not": "out (bool) = not x",
+}
+BINARY = {
+    "add": "x + y (logical or for bool)", "sub": "x - y", "mul": "x * y",
+    "div": "x / y (float dtypes only: the core promotes ints)",
+    "pow": "x ** y", "maximum": "larger, nan propagates",
+    "minimum": "smaller, nan propagates",
+    "logical_and": "out (bool) = x and y", "logical_or": "out (bool) = x or y",
+}
+COMPARE = {
+    "eq": "x == y", "ne": "x != y", "lt": "x < y", "le": "x <= y",
+    "gt": "x > y", "ge": "x >= y",
+}
+REDUCE = {
+    "sum": "sum over axes", "prod": "product over axes",
+    "max": "largest over axes (nan propagates)",
+    "min": "smallest over axes (nan propagates)",
+}
+
+_MEMORY = [
+    OpSpec("empty", "memory", "empty(shape, dtype, index) -> (buffer, View)",
+           "allocate a contiguous buffer for prod(shape) elements on device "
+           "`index`; return it and a contiguous View of `shape` over it"),
+    OpSpec("from_host", "memory", "from_host(array, index) -> (buffer, View)",
+           "copy a C-contiguous numpy array (the buffer's dtype) to device "
+           "`index`; return the buffer and a contiguous View of array.shape. "
+           "The cpu backend may share the array's memory"),
+    OpSpec("to_host", "memory", "to_host(x) -> numpy.ndarray",
+           "x's elements as a numpy array of x's shape; the result may share "
+           "memory with x on a host backend (the core copies when it must)"),
+    OpSpec("full", "memory", "full(out, value)", "fill out with a scalar"),
+    OpSpec("arange", "memory", "arange(out, start, step)",
+           "out (1-D) [i] = start + i*step, computed in out's dtype"),
+    OpSpec("copy", "memory", "copy(out, x)",
+           "out = x, same dtype and shape, any strides on both sides"),
+    OpSpec("cast", "memory", "cast(out, x)",
+           "out = x converted to out's dtype (C casts: float->int truncates; "
+           "to bool is x != 0)"),
+    OpSpec("uniform", "memory", "uniform(out, low, high, seed, offset)",
+           "floats in [low, high); the same (seed, offset) gives the same "
+           "numbers; the core advances offset by out's size per call"),
+    OpSpec("normal", "memory", "normal(out, mean, std, seed, offset)",
+           "normally distributed floats, seeded like uniform"),
+]
+
+_INDEXING = [
+    OpSpec("gather", "indexing", "gather(out, x, dim, index)",
+           "out[i][j] = x[index[i][j]][j] for dim=0 (PyTorch's gather); index "
+           "is int64 and has out's shape; indices are in range"),
+    OpSpec("scatter_add", "indexing", "scatter_add(out, dim, index, src)",
+           "out[index[i][j]][j] += src[i][j] for dim=0, accumulating repeats; "
+           "index has src's shape"),
+    OpSpec("index", "indexing", "index(out, x, indices)",
+           "advanced indexing on x's leading dims: `indices` is a tuple of k "
+           "int64 Views of one shape S (in range, non-negative); "
+           "out (S + x.shape[k:]) = x[indices]"),
+    OpSpec("masked_select", "indexing", "masked_select(out, x, mask)",
+           "out (1-D, length = number of True) = x's elements where mask "
+           "(bool, x's shape) is True, in row-major order"),
+]
+
+PRIMITIVES: dict[str, OpSpec] = {
+    s.name: s
+    for s in [
+        *_MEMORY,
+        *_specs("unary", "{op}(out, x)", UNARY),
+        *_specs("binary", "{op}(out, x, y)", BINARY),
+        *_specs("compare", "{op}(out, x, y)  # out is bool", COMPARE),
+        OpSpec("where", "ternary", "where(out, cond, x, y)",
+               "out = x where cond (bool) else y"),
+        *_specs("reduce", "{op}(out, x, axes)", REDUCE),
+        OpSpec("argmax", "reduce", "argmax(out, x, axis)",
+               "int64 index of the first largest value along one axis; out "
+               "keeps that axis with size 1"),
+        OpSpec("argmin", "reduce", "argmin(out, x, axis)",
+               "int64 index of the first smallest value along one axis"),
+        OpSpec("matmul", "matmul", "matmul(out, a, b)",
+               "a (*B, n, k) @ b (*B, k, m) -> out (*B, n, m); batch dims "
+               "already equal (broadcast by the core with stride-0 views)"),
+        *_INDEXING,
+    ]
+}
+
+# Ops the core builds from primitives, which a backend may implement directly
+# under the same name and signature (the core prefers the backend's kernel).
+COMPOSITES: dict[str, str] = {
+    "expm1": "expm1(out, x)", "log1p": "log1p(out, x)", "log2": "log2(out, x)",
+    "tan": "tan(out, x)", "ceil": "ceil(out, x)", "round": "round(out, x)  # half to even",
+    "trunc": "trunc(out, x)", "isnan": "isnan(out, x)", "isinf": "isinf(out, x)",
+    "sigmoid": "sigmoid(out, x)",
+    "floor_divide": "floor_divide(out, x, y)", "remainder": "remainder(out, x, y)",
+    "logical_xor": "logical_xor(out, x, y)",
+    "cumsum": "cumsum(out, x, axis)",
+    "sort": "sort(values, indices, x, axis, descending)  # stable",
+    "index_put": "index_put(out, indices, values)  # out[indices] = values, "
+                 "indices as for `index`, values broadcast to the indexed shape",
+}
+
+
+def is_known_op(name: str) -> bool:
+    return name in PRIMITIVES or name in COMPOSITES

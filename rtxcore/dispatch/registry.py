@@ -1,0 +1,270 @@
+"""The plugin registry: finds backends, compiles their kernels into a table.
+
+One ``pluggy.PluginManager("rtxcore")``. Entry points in the group
+``rtxcore.backends`` load lazily, the first time a device is needed, each inside
+its own ``try`` so one broken plugin cannot stop the others. The hooks are then
+called once and compiled into ``{device_type: {op: kernel}}``; ops look kernels
+up in that table (a dict lookup, never a hook call). Registering or removing a
+plugin rebuilds it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from . import ops as _ops
+from .types import Backend
+
+ENTRY_POINT_GROUP = "rtxcore.backends"
+
+# Device types rtxcore knows of even when their backend isn't installed, with
+# the command that installs it.
+KNOWN_BACKENDS = {
+    "cpu": "pip install rtx-cpu   (from a checkout: pip install ./backends/rtx_cpu)",
+    "opencl": "pip install 'rtx-opencl[pocl]'   "
+              "(from a checkout: pip install './backends/rtx_opencl[pocl]')",
+    "cuda": "pip install 'rtx-cuda[cuda12]'   "
+            "(from a checkout: pip install './backends/rtx_cuda[cuda12]')",
+}
+
+
+@dataclass
+class BackendEntry:
+    """Everything the registry knows about one device type."""
+
+    backend: Backend
+    plugin: str
+    kernels: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    providers: dict[str, str] = field(default_factory=dict)  # op -> plugin name
+    shadowed: dict[str, list[str]] = field(default_factory=dict)  # op -> losers
+
+
+@dataclass
+class PluginProblem:
+    plugin: str
+    what: str
+
+
+class Registry:
+    def __init__(self) -> None:
+        self._pm: Any = None
+        self._lock = threading.RLock()
+        self._loaded = False
+        self.backends: dict[str, BackendEntry] = {}
+        # Kernel dicts by device type. The dict objects are kept across rebuilds
+        # (cleared and refilled) so Device objects may hold on to them.
+        self.tables: dict[str, dict[str, Callable[..., Any]]] = {}
+        self.failed: dict[str, str] = {}  # plugin name -> import error text
+        self.problems: list[PluginProblem] = []
+        self.blocked: list[str] = []
+        self.distributions: dict[str, tuple[str, str]] = {}  # plugin -> (dist, ver)
+
+    # -- plugin manager -------------------------------------------------------
+
+    @property
+    def pm(self) -> Any:
+        if self._pm is None:
+            import pluggy
+
+            from . import hookspecs
+
+            pm = pluggy.PluginManager("rtxcore")
+            pm.add_hookspecs(hookspecs)
+            self._pm = pm
+        return self._pm
+
+    def _disabled(self) -> set[str]:
+        raw = os.environ.get("RTX_DISABLE_BACKENDS", "")
+        return {s.strip() for s in raw.split(",") if s.strip()}
+
+    def ensure_loaded(self) -> None:
+        if self._loaded:
+            return
+        with self._lock:
+            if self._loaded:
+                return
+            self._load_entry_points()
+            self._loaded = True
+            self._rebuild()
+
+    def _load_entry_points(self) -> None:
+        from importlib.metadata import entry_points
+
+        disabled = self._disabled()
+        for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+            if ep.name in disabled:
+                self.blocked.append(ep.name)
+                continue
+            if self.pm.get_plugin(ep.name) is not None:
+                continue
+            dist = getattr(ep, "dist", None)
+            if dist is not None:
+                self.distributions[ep.name] = (dist.metadata["Name"], dist.version)
+            try:
+                plugin = ep.load()
+                self.pm.register(plugin, name=ep.name)
+            except Exception as exc:  # a broken plugin must not stop the others
+                self.failed[ep.name] = _describe(exc)
+
+    def register(self, plugin: Any, name: str | None = None) -> str:
+        with self._lock:
+            self.ensure_loaded()
+            name = name or getattr(plugin, "__name__", None) or repr(plugin)
+            if name in self._disabled():
+                self.blocked.append(name)
+                return name
+            self.pm.register(plugin, name=name)
+            self._rebuild()
+            return name
+
+    def unregister(self, plugin_or_name: Any) -> None:
+        with self._lock:
+            self.ensure_loaded()
+            if isinstance(plugin_or_name, str):
+                self.pm.unregister(name=plugin_or_name)
+            else:
+                self.pm.unregister(plugin_or_name)
+            self._rebuild()
+
+    # -- compiling the table --------------------------------------------------
+
+    def _impls(self, hook_name: str) -> list[Any]:
+        # pluggy calls impls in reverse order of get_hookimpls(); we call them
+        # one by one ourselves so each result keeps its plugin's name and a
+        # failing impl is reported instead of breaking the whole build.
+        return list(reversed(getattr(self.pm.hook, hook_name).get_hookimpls()))
+
+    def _rebuild(self) -> None:
+        self.problems = []
+        backends: dict[str, BackendEntry] = {}
+        for impl in self._impls("rtx_backends"):
+            try:
+                found = impl.function()
+            except Exception as exc:
+                self.problems.append(
+                    PluginProblem(impl.plugin_name, f"rtx_backends() raised {_describe(exc)}")
+                )
+                continue
+            for b in found or []:
+                err = _check_descriptor(b)
+                if err:
+                    self.problems.append(PluginProblem(impl.plugin_name, err))
+                elif b.name in backends:
+                    self.problems.append(
+                        PluginProblem(
+                            impl.plugin_name,
+                            f"backend name {b.name!r} is already provided by plugin "
+                            f"{backends[b.name].plugin!r}; this one is ignored",
+                        )
+                    )
+                else:
+                    backends[b.name] = BackendEntry(b, impl.plugin_name)
+
+        for name, entry in backends.items():
+            for impl in self._impls("rtx_kernels"):
+                try:
+                    kernels = impl.function(backend=name)
+                except Exception as exc:
+                    self.problems.append(
+                        PluginProblem(
+                            impl.plugin_name,
+                            f"rtx_kernels(backend={name!r}) raised {_describe(exc)}",
+                        )
+                    )
+                    continue
+                if not kernels:
+                    continue
+                for op, fn in kernels.items():
+                    if not _ops.is_known_op(op):
+                        self.problems.append(
+                            PluginProblem(
+                                impl.plugin_name,
+                                f"kernel for unknown op {op!r} on {name!r} ignored "
+                                "(op names are listed in rtxcore.dispatch.ops)",
+                            )
+                        )
+                    elif not callable(fn):
+                        self.problems.append(
+                            PluginProblem(
+                                impl.plugin_name,
+                                f"kernel {op!r} for {name!r} is not callable",
+                            )
+                        )
+                    elif op in entry.kernels:
+                        entry.shadowed.setdefault(op, []).append(impl.plugin_name)
+                    else:
+                        entry.kernels[op] = fn
+                        entry.providers[op] = impl.plugin_name
+
+        self.backends = backends
+        for name, entry in backends.items():
+            table = self.tables.setdefault(name, {})
+            table.clear()
+            table.update(entry.kernels)
+        for name in list(self.tables):
+            if name not in backends:
+                self.tables[name].clear()
+        # Devices cache per-device facts; let them refresh.
+        from . import _listeners
+
+        for fn in list(_listeners):
+            fn()
+
+    # -- queries --------------------------------------------------------------
+
+    def entry(self, device_type: str) -> BackendEntry:
+        """The registry entry for a device type, or a RuntimeError a person can act on."""
+        self.ensure_loaded()
+        entry = self.backends.get(device_type)
+        if entry is not None:
+            return entry
+        raise RuntimeError(self.missing_backend_message(device_type))
+
+    def missing_backend_message(self, device_type: str) -> str:
+        if device_type in self.failed:
+            return (
+                f"the {device_type!r} backend failed to load: "
+                f"{self.failed[device_type]}"
+            )
+        if device_type in self.blocked:
+            return (
+                f"the {device_type!r} backend is disabled by "
+                f"RTX_DISABLE_BACKENDS={os.environ.get('RTX_DISABLE_BACKENDS', '')!r}"
+            )
+        if device_type in KNOWN_BACKENDS:
+            return (
+                f"device type {device_type!r} needs a backend that is not installed; "
+                f"install it with: {KNOWN_BACKENDS[device_type]}"
+            )
+        known = sorted(set(self.backends) | set(KNOWN_BACKENDS))
+        return (
+            f"unknown device type {device_type!r}; known device types: "
+            + ", ".join(known)
+        )
+
+    def kernel_table(self, device_type: str) -> dict[str, Callable[..., Any]]:
+        self.entry(device_type)
+        return self.tables[device_type]
+
+
+def _describe(exc: BaseException) -> str:
+    last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+    where = f" (at {last[0].filename}:{last[0].lineno})" if last else ""
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
+def _check_descriptor(b: Any) -> str | None:
+    if not isinstance(b, Backend):
+        return (
+            f"rtx_backends() returned {b!r}, which is not a rtxcore.dispatch.Backend"
+        )
+    if not isinstance(b.name, str) or not b.name.isidentifier():
+        return f"backend {b!r} has an invalid name {b.name!r} (want an identifier)"
+    return None
+
+
+registry = Registry()

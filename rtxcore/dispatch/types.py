@@ -1,0 +1,150 @@
+"""The small value types a kernel sees: ``DType``, ``View`` and ``Backend``.
+
+Backends import these (through ``rtxcore.dispatch``) and nothing else of the core.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["DType", "View", "Backend", "contiguous_strides"]
+
+
+class DType:
+    """An element type. Compared by identity: there is one object per dtype."""
+
+    __slots__ = ("name", "itemsize", "kind", "numpy", "is_floating_point", "is_signed")
+
+    name: str
+    itemsize: int
+    kind: str  # "b" bool, "u" unsigned int, "i" signed int, "f" float
+    numpy: np.dtype
+    is_floating_point: bool
+    is_signed: bool
+
+    def __init__(self, name: str, kind: str, np_dtype: Any) -> None:
+        self.name = name
+        self.kind = kind
+        self.numpy = np.dtype(np_dtype)
+        self.itemsize = self.numpy.itemsize
+        self.is_floating_point = kind == "f"
+        self.is_signed = kind in "if"
+
+    def __repr__(self) -> str:
+        return f"rtxcore.{self.name}"
+
+    def __reduce__(self) -> str:
+        return self.name  # pickles as the module-level singleton
+
+    @property
+    def is_complex(self) -> bool:
+        return False
+
+
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Row-major strides, in elements, for ``shape``."""
+    strides = []
+    acc = 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= n if n > 1 else 1
+    return tuple(reversed(strides))
+
+
+class View:
+    """A strided window on a backend buffer: what a kernel receives by default.
+
+    ``shape`` and ``strides`` are tuples (strides in elements, never negative,
+    0 for broadcast dims), ``offset`` counts elements from the buffer's start.
+    A backend may replace this with a native object (rtx_cpu hands out NumPy
+    arrays) by overriding :meth:`Backend.view`.
+    """
+
+    __slots__ = ("buffer", "shape", "strides", "offset", "dtype")
+
+    def __init__(
+        self,
+        buffer: Any,
+        shape: tuple[int, ...],
+        strides: tuple[int, ...],
+        offset: int,
+        dtype: DType,
+    ) -> None:
+        self.buffer = buffer
+        self.shape = shape
+        self.strides = strides
+        self.offset = offset
+        self.dtype = dtype
+
+    def __repr__(self) -> str:
+        return (
+            f"View(shape={self.shape}, strides={self.strides}, "
+            f"offset={self.offset}, dtype={self.dtype.name})"
+        )
+
+    def is_contiguous(self) -> bool:
+        shape, strides = self.shape, self.strides
+        return all(
+            n == 1 or s == c
+            for n, s, c in zip(shape, strides, contiguous_strides(shape))
+        )
+
+
+class Backend:
+    """Describes one kind of device. Subclass it and return an instance from
+    the ``rtx_backends`` hook.
+
+    Attributes a subclass sets:
+        name: the device type users write (``"cpu"``, ``"opencl"``).
+        distribution: the installed distribution that ships it (for ``rtx info``).
+        version: the backend's version string.
+
+    Methods a subclass may override (defaults in brackets):
+        is_available() [True], unavailable_reason() [None], device_count() [1],
+        device_name(i) [name:i], dtypes(i) [all nine], properties(i) [{}],
+        view(buffer, shape, strides, offset, dtype) [a :class:`View`].
+    """
+
+    name: str = ""
+    distribution: str = ""
+    version: str = "0"
+
+    def is_available(self) -> bool:
+        return True
+
+    def unavailable_reason(self) -> str | None:
+        """Why the backend can't run here, and what to do about it; None if it can."""
+        return None
+
+    def device_count(self) -> int:
+        return 1
+
+    def device_name(self, index: int) -> str:
+        return f"{self.name}:{index}"
+
+    def properties(self, index: int) -> dict[str, Any]:
+        """Extra facts about device ``index`` shown by ``rtx info``."""
+        return {}
+
+    def dtypes(self, index: int) -> frozenset[str]:
+        """Names of the dtypes device ``index`` supports."""
+        return frozenset(
+            ["bool", "uint8", "int8", "int16", "int32", "int64",
+             "float16", "float32", "float64"]
+        )
+
+    def view(
+        self,
+        buffer: Any,
+        shape: tuple[int, ...],
+        strides: tuple[int, ...],
+        offset: int,
+        dtype: DType,
+    ) -> Any:
+        """Build the object kernels receive for one strided window on ``buffer``."""
+        return View(buffer, shape, strides, offset, dtype)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"

@@ -1,0 +1,361 @@
+"""The op front-ends' shared machinery: allocation, views, casts, and the
+elementwise / reduction drivers every op goes through.
+
+A front-end checks devices, promotes dtypes, broadcasts, allocates the output,
+looks the kernel up in the device's table (one dict lookup) and calls it. Every
+differentiable op funnels through ``unary``, ``binary``, ``where``, ``reduce``,
+``matmul`` (ops/linalg.py) or ``as_view``, which is where autograd records.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from .. import dtype as D
+from ..device import Device, get_default_device
+from ..dispatch.types import DType, contiguous_strides
+from ..shape import broadcast_shapes, expand_strides, prod
+from ..tensor import Storage, Tensor
+
+_new = object.__new__
+_bool = D.bool_
+_int64 = D.int64
+
+_CSTRIDES: dict[tuple[int, ...], tuple[int, ...]] = {}
+
+
+def cstrides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    s = _CSTRIDES.get(shape)
+    if s is None:
+        if len(_CSTRIDES) > 4096:
+            _CSTRIDES.clear()
+        s = _CSTRIDES[shape] = contiguous_strides(shape)
+    return s
+
+
+# -- making tensors ------------------------------------------------------------
+
+
+def make(storage: Storage, shape: tuple[int, ...], strides: tuple[int, ...], offset: int,
+         dtype: DType, dev: Device, h: Any = None) -> Tensor:
+    t = _new(Tensor)
+    t._storage = storage
+    t._shape = shape
+    t._strides = strides
+    t._offset = offset
+    t._dtype = dtype
+    t._device = dev
+    t._h = h
+    t._ag = None
+    return t
+
+
+def ready_device(dev: Any) -> Device:
+    if dev is None:
+        dev = get_default_device()
+    elif type(dev) is not Device:
+        dev = Device(dev)
+    if not dev._ready:
+        dev._resolve()
+    return dev
+
+
+def check_dtype(dtype: DType, dev: Device) -> None:
+    if dtype not in dev._dtypes:
+        if not dev._ready:
+            dev._resolve()
+            if dtype in dev._dtypes:
+                return
+        raise TypeError(
+            f"dtype {dtype.name} is not supported on device {dev} "
+            f"(it supports: {', '.join(sorted(d.name for d in dev._dtypes))})"
+        )
+
+
+def empty(shape: tuple[int, ...], dtype: DType, dev: Device) -> Tensor:
+    """A new contiguous tensor; ``dev`` must be ready."""
+    if dtype not in dev._dtypes:
+        check_dtype(dtype, dev)
+    buf, h = dev.kernels["empty"](shape, dtype, dev.index)
+    return make(Storage(buf, dev), shape, cstrides(shape), 0, dtype, dev, h)
+
+
+def from_host(arr: Any, dev: Device) -> Tensor:
+    """A tensor on ``dev`` from a C-contiguous numpy array of a supported dtype."""
+    dtype = D._BY_NUMPY[arr.dtype]
+    check_dtype(dtype, dev)
+    shape = arr.shape
+    buf, h = kernel(dev, "from_host")(arr, dev.index)
+    return make(Storage(buf, dev), shape, cstrides(shape), 0, dtype, dev, h)
+
+
+def view_of(t: Tensor) -> Any:
+    """The backend's native view of ``t`` (built once, then kept on the tensor)."""
+    h = t._h
+    if h is None:
+        h = t._h = t._device.view(t._storage.buffer, t._shape, t._strides, t._offset, t._dtype)
+    return h
+
+
+def as_view(base: Tensor, shape: tuple[int, ...], strides: tuple[int, ...],
+            offset: int) -> Tensor:
+    """A tensor sharing ``base``'s storage with a new layout. No data moves."""
+    return make(base._storage, shape, strides, offset, base._dtype, base._device)
+
+
+def kernel(dev: Device, op: str) -> Callable[..., Any]:
+    k = dev.kernels.get(op)
+    if k is None:
+        if not dev._ready:
+            dev._resolve()
+            k = dev.kernels.get(op)
+            if k is not None:
+                return k
+        raise NotImplementedError(
+            f"op {op!r} has no kernel on device {dev} (backend {dev.type!r}) and no "
+            f"decomposition in the core; install or update a backend that implements "
+            f"it, or move the tensor to a device that does (e.g. .to('cpu'))"
+        )
+    return k
+
+
+def expand_to(t: Tensor, shape: tuple[int, ...]) -> Any:
+    """Native view of ``t`` broadcast to ``shape`` (stride-0 dims)."""
+    if t._shape == shape:
+        return view_of(t)
+    strides = expand_strides(t._shape, t._strides, shape)
+    return t._device.view(t._storage.buffer, shape, strides, t._offset, t._dtype)
+
+
+def cast(t: Tensor, dtype: DType) -> Tensor:
+    """``t`` converted to ``dtype`` (``t`` itself when it already has it)."""
+    if t._dtype is dtype:
+        return t
+    out = empty(t._shape, dtype, t._device)
+    t._device.kernels["cast"](view_of(out), view_of(t))
+    return out
+
+
+def contiguous(t: Tensor) -> Tensor:
+    if t.is_contiguous():
+        return t
+    out = empty(t._shape, t._dtype, t._device)
+    t._device.kernels["copy"](view_of(out), view_of(t))
+    return out
+
+
+def scalar_for(v: Any, dtype: DType) -> Any:
+    """A Python scalar converted to ``dtype`` as a kernel expects it (ints wrap)."""
+    k = dtype.kind
+    if k == "f":
+        return float(v)
+    if k == "b":
+        return bool(v)
+    if isinstance(v, float) and v != v:
+        raise RuntimeError(f"cannot convert nan to integer dtype {dtype.name}")
+    iv = int(v)
+    bits = dtype.itemsize * 8
+    if k == "u":
+        return iv & ((1 << bits) - 1)
+    half = 1 << (bits - 1)
+    return ((iv + half) & ((1 << bits) - 1)) - half
+
+
+def is_scalar(v: Any) -> bool:
+    return isinstance(v, (int, float, bool)) or _is_np_scalar(v)
+
+
+def _is_np_scalar(v: Any) -> bool:
+    import numpy as np
+
+    return isinstance(v, (np.integer, np.floating, np.bool_))
+
+
+def mixed_devices(op: str, a: Tensor, b: Tensor) -> RuntimeError:
+    return RuntimeError(
+        f"{op}: expected all tensors on the same device, but found tensors on "
+        f"{a._device} and {b._device}; move one with .to({str(a._device)!r})"
+    )
+
+
+def bad_operand(op: str, v: Any) -> TypeError:
+    return TypeError(
+        f"{op}: unsupported operand of type {type(v).__name__}; expected a Tensor "
+        "or a Python number"
+    )
+
+
+# -- elementwise ------------------------------------------------------------------
+
+# How a unary op picks its compute and output dtypes.
+SAME, FLOAT, TO_BOOL = 0, 1, 2
+
+
+def unary(op: str, x: Tensor, kind: int = SAME, out: Tensor | None = None) -> Tensor:
+    if type(x) is not Tensor:
+        raise bad_operand(op, x)
+    dev = x._device
+    dt = x._dtype
+    if kind == FLOAT and dt.kind != "f":
+        x = cast(x, D.get_default_dtype())
+        dt = x._dtype
+    odt = _bool if kind == TO_BOOL else dt
+    k = dev.kernels.get(op) or kernel(dev, op)
+    if out is None:
+        res = empty(x._shape, odt, dev)
+        k(res._h, view_of(x))
+        return res
+    return _write_inplace(op, k, out, odt, (view_of(x),), x._shape)
+
+
+def _write_inplace(op: str, k: Callable[..., Any], out: Tensor, odt: DType,
+                   args: tuple[Any, ...], shape: tuple[int, ...]) -> Tensor:
+    """Run ``k`` into ``out`` (an in-place op's target), casting when needed."""
+    if shape != out._shape:
+        raise RuntimeError(
+            f"{op}_: output with shape {tuple(out._shape)} doesn't match the "
+            f"broadcast shape {tuple(shape)}"
+        )
+    if odt is out._dtype:
+        k(view_of(out), *args)
+    else:
+        if not can_cast(odt, out._dtype):
+            raise RuntimeError(
+                f"{op}_: result type {odt.name} can't be cast to the desired output "
+                f"type {out._dtype.name}"
+            )
+        tmp = empty(shape, odt, out._device)
+        k(tmp._h, *args)
+        out._device.kernels["cast"](view_of(out), tmp._h)
+    out._storage.version += 1
+    return out
+
+
+def can_cast(src: DType, dst: DType) -> bool:
+    """PyTorch's rule for in-place results: no float -> int and no non-bool -> bool."""
+    return D.category(src) <= D.category(dst)
+
+
+def binary(op: str, x: Any, y: Any, kind: int = SAME, out: Tensor | None = None) -> Tensor:
+    """Elementwise ``op`` on two operands, at least one a Tensor.
+
+    kind: SAME (result has the promoted dtype), FLOAT (ints promote to the default
+    float: true division), TO_BOOL (computed in the promoted dtype, result bool).
+    """
+    tx, ty = type(x) is Tensor, type(y) is Tensor
+    if tx and ty:
+        dev = x._device
+        if y._device is not dev:
+            raise mixed_devices(op, x, y)
+        dt = x._dtype
+        if y._dtype is not dt or not x._shape or not y._shape:
+            dt = D.result_type(x, y)
+        xs, ys = x._shape, y._shape
+        shape = xs if xs == ys else broadcast_shapes(xs, ys)
+    elif tx:
+        if not is_scalar(y):
+            raise bad_operand(op, y)
+        dev, shape = x._device, x._shape
+        dt = D.promote_with_scalar(x._dtype, y)
+    elif ty:
+        if not is_scalar(x):
+            raise bad_operand(op, x)
+        dev, shape = y._device, y._shape
+        dt = D.promote_with_scalar(y._dtype, x)
+    else:
+        raise bad_operand(op, x if not tx else y)
+    if kind == FLOAT and dt.kind != "f":
+        dt = D.get_default_dtype()
+    k = dev.kernels.get(op) or kernel(dev, op)
+    a = expand_to(cast(x, dt), shape) if tx else scalar_for(x, dt)
+    b = expand_to(cast(y, dt), shape) if ty else scalar_for(y, dt)
+    odt = _bool if kind == TO_BOOL else dt
+    if out is None:
+        res = empty(shape, odt, dev)
+        k(res._h, a, b)
+        return res
+    return _write_inplace(op, k, out, odt, (a, b), shape)
+
+
+def where(cond: Tensor, x: Any, y: Any) -> Tensor:
+    if type(cond) is not Tensor:
+        raise bad_operand("where", cond)
+    tensors = [t for t in (cond, x, y) if type(t) is Tensor]
+    dev = cond._device
+    for t in tensors:
+        if t._device is not dev:
+            raise mixed_devices("where", cond, t)
+    for v in (x, y):
+        if type(v) is not Tensor and not is_scalar(v):
+            raise bad_operand("where", v)
+    dt = D.result_type(x, y)
+    shape = cond._shape
+    for t in (x, y):
+        if type(t) is Tensor:
+            shape = broadcast_shapes(shape, t._shape)
+    c = expand_to(cast(cond, _bool), shape)
+    a = expand_to(cast(x, dt), shape) if type(x) is Tensor else scalar_for(x, dt)
+    b = expand_to(cast(y, dt), shape) if type(y) is Tensor else scalar_for(y, dt)
+    res = empty(shape, dt, dev)
+    kernel(dev, "where")(res._h, c, a, b)
+    return res
+
+
+def composite_or(op: str, dev: Device) -> Callable[..., Any] | None:
+    """A backend's kernel for composite ``op``, if it supplies one."""
+    return dev.kernels.get(op)
+
+
+# -- reductions ----------------------------------------------------------------------
+
+
+def reduce(op: str, x: Tensor, axes: tuple[int, ...], keepdim: bool,
+           dtype: DType | None = None) -> Tensor:
+    """Reduce ``x`` over ``axes`` (sorted, non-negative) with primitive ``op``."""
+    if dtype is not None and dtype is not x._dtype:
+        x = cast(x, dtype)
+    shape = x._shape
+    kshape = tuple(1 if i in axes else n for i, n in enumerate(shape))
+    res = empty(kshape, x._dtype, x._device)
+    kernel(x._device, op)(res._h, view_of(x), axes)
+    return res if keepdim else drop_axes(res, axes)
+
+
+def drop_axes(t: Tensor, axes: tuple[int, ...]) -> Tensor:
+    """View of ``t`` without the (size-1) dims in ``axes``."""
+    if not axes:
+        return t
+    shape = tuple(n for i, n in enumerate(t._shape) if i not in axes)
+    strides = tuple(s for i, s in enumerate(t._strides) if i not in axes)
+    return as_view(t, shape, strides, t._offset)
+
+
+def numel(t: Tensor) -> int:
+    return prod(t._shape)
+
+
+def write_result(x: Tensor, r: Tensor, op: str, allow_any_cast: bool = False) -> Tensor:
+    """Store ``r`` (broadcast) into ``x``: the second half of an in-place op."""
+    if r._device is not x._device:
+        raise mixed_devices(op + "_", x, r)
+    shape = x._shape
+    if r._shape != shape:
+        try:
+            bshape = broadcast_shapes(shape, r._shape)
+        except RuntimeError:
+            bshape = None
+        if bshape != shape or not allow_any_cast:
+            raise RuntimeError(
+                f"{op}_: output with shape {tuple(shape)} doesn't match the broadcast "
+                f"shape {tuple(bshape or r._shape)}"
+            )
+    if not allow_any_cast and r._dtype is not x._dtype and not can_cast(r._dtype, x._dtype):
+        raise RuntimeError(
+            f"{op}_: result type {r._dtype.name} can't be cast to the desired output "
+            f"type {x._dtype.name}"
+        )
+    src = expand_to(r, shape)
+    k = x._device.kernels["copy" if r._dtype is x._dtype else "cast"]
+    k(view_of(x), src)
+    x._storage.version += 1
+    return x

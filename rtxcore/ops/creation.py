@@ -1,0 +1,435 @@
+"""Making tensors (from data, filled, ranges, random) and moving them between
+dtypes, devices and the host."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from .. import dtype as D
+from ..device import Device
+from ..random import Generator, default_generator
+from ..shape import prod
+from ..tensor import Storage, Tensor
+from .core import (cast, contiguous, empty as _empty, from_host, kernel, make,
+                   ready_device, scalar_for, view_of)
+
+# -- from data ----------------------------------------------------------------------
+
+
+def _numpy_from_data(data: Any, dtype: D.DType | None) -> np.ndarray:
+    """A new C-contiguous numpy array holding ``data`` with rtxcore's dtype rules."""
+    if type(data) is Tensor:
+        arr = data.detach().cpu().numpy()
+        return np.array(arr, dtype=(dtype or data._dtype).numpy, copy=True, order="C")
+    if isinstance(data, (np.ndarray, np.generic)):
+        arr = np.array(data, copy=True, order="C")
+        if dtype is None:
+            if arr.dtype not in D._BY_NUMPY:
+                raise TypeError(
+                    f"can't convert a numpy array of dtype {arr.dtype}; rtxcore supports "
+                    f"{', '.join(d.name for d in D.ALL)}"
+                )
+            return arr
+        return arr.astype(dtype.numpy, copy=False)
+    try:
+        arr = np.array(data, order="C")
+    except ValueError as exc:
+        raise ValueError(f"can't make a tensor from ragged or malformed data: {exc}") from None
+    if arr.dtype == object or arr.dtype.kind in "USV":
+        raise TypeError(
+            f"can't make a tensor from data of type {type(data).__name__}: expected numbers, "
+            "nested lists of numbers, numpy arrays or tensors"
+        )
+    if dtype is None:
+        if arr.dtype.kind == "f":
+            dtype = D.get_default_dtype()
+        elif arr.dtype.kind in "iu":
+            dtype = D.int64
+        elif arr.dtype.kind == "b":
+            dtype = D.bool_
+        else:
+            raise TypeError(f"unsupported data type {arr.dtype} in tensor()")
+    if dtype.kind in "iu" and arr.dtype.kind == "f":
+        arr = np.trunc(arr)
+    return np.ascontiguousarray(arr.astype(dtype.numpy, copy=False))
+
+
+def tensor(data: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
+    """A new tensor holding a copy of ``data`` (numbers, nested lists, arrays)."""
+    dt = None if dtype is None else D.as_dtype(dtype)
+    arr = _numpy_from_data(data, dt)
+    dev = ready_device(device)
+    if not arr.flags.owndata:
+        arr = arr.copy()
+    return from_host(arr, dev)
+
+
+def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    """Like ``tensor`` but shares memory when it can (a tensor already right, or a
+    numpy array on cpu with the wanted dtype)."""
+    dt = None if dtype is None else D.as_dtype(dtype)
+    if type(data) is Tensor:
+        return data.to(device=device if device is not None else data._device, dtype=dt or data._dtype)
+    dev = ready_device(device)
+    if isinstance(data, np.ndarray) and dev.type == "cpu" and (dt is None or dt.numpy == data.dtype):
+        try:
+            return from_numpy(data)
+        except (TypeError, ValueError):
+            pass
+    return tensor(data, dtype=dt, device=dev)
+
+
+asarray = as_tensor
+
+
+def as_tensor_on(value: Any, dev: Device, dtype: D.DType) -> Tensor:
+    """``value`` (a number or data) as a tensor of ``dtype`` on ``dev``."""
+    if isinstance(value, (int, float, bool)):
+        t = _empty((), dtype, dev)
+        kernel(dev, "full")(t._h, scalar_for(value, dtype))
+        return t
+    return tensor(value, dtype=dtype, device=dev)
+
+
+def from_numpy(arr: np.ndarray) -> Tensor:
+    """A cpu tensor sharing ``arr``'s memory (any non-negative strides)."""
+    if not isinstance(arr, np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(arr).__name__})")
+    if arr.dtype not in D._BY_NUMPY:
+        raise TypeError(
+            f"can't convert np.ndarray of type {arr.dtype}. The only supported types are: "
+            + ", ".join(d.name for d in D.ALL)
+        )
+    dev = ready_device("cpu")
+    dtype = D._BY_NUMPY[arr.dtype]
+    isz = arr.itemsize
+    if any(s < 0 for s in arr.strides):
+        raise ValueError(
+            "At least one stride in the given numpy array is negative; make a copy "
+            "first with arr.copy()"
+        )
+    if any(s % isz for s in arr.strides):
+        raise ValueError("numpy array strides are not a multiple of the element size; copy it first")
+    shape = arr.shape
+    if arr.flags.c_contiguous:
+        base = arr.reshape(-1)
+        strides = _cstrides_for(shape)
+    else:
+        strides = tuple(s // isz for s in arr.strides)
+        span = 1 + sum((n - 1) * s for n, s in zip(shape, strides)) if prod(shape) else 0
+        base = np.lib.stride_tricks.as_strided(arr, (span,), (isz,))
+    buf, _ = kernel(dev, "from_host")(base, dev.index)
+    return make(Storage(buf, dev), tuple(shape), strides, 0, dtype, dev)
+
+
+def _cstrides_for(shape: tuple[int, ...]) -> tuple[int, ...]:
+    from .core import cstrides
+
+    return cstrides(tuple(shape))
+
+
+def _rebuild(arr: np.ndarray, device: str) -> Tensor:
+    return tensor(arr, device=device)
+
+
+# -- filled ------------------------------------------------------------------------
+
+
+def _size(size: tuple[Any, ...]) -> tuple[int, ...]:
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    out = []
+    for s in size:
+        try:
+            n = int(s.__index__())
+        except (AttributeError, TypeError):
+            raise TypeError(f"size must be a sequence of ints, got {s!r} in {size!r}") from None
+        if n < 0:
+            raise RuntimeError(f"Trying to create tensor with negative dimension {n}: {list(size)}")
+        out.append(n)
+    return tuple(out)
+
+
+def empty(*size: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    return _empty(_size(size), D.as_dtype(dtype), ready_device(device))
+
+
+def full(size: Any, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
+    shape = _size((size,) if not isinstance(size, int) else (size,))
+    if type(fill_value) is Tensor:
+        fill_value = fill_value.item()
+    dt = D.scalar_dtype(fill_value) if dtype is None else D.as_dtype(dtype)
+    t = _empty(shape, dt, ready_device(device))
+    kernel(t._device, "full")(t._h, scalar_for(fill_value, dt))
+    return t
+
+
+def zeros(*size: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    return full(_size(size), 0, dtype=D.as_dtype(dtype), device=device)
+
+
+def ones(*size: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    return full(_size(size), 1, dtype=D.as_dtype(dtype), device=device)
+
+
+def _like(x: Tensor, dtype: Any, device: Any) -> tuple[D.DType, Any]:
+    return (x._dtype if dtype is None else D.as_dtype(dtype)), (x._device if device is None else device)
+
+
+def empty_like(x: Tensor, *, dtype: Any = None, device: Any = None) -> Tensor:
+    dt, dev = _like(x, dtype, device)
+    return _empty(x._shape, dt, ready_device(dev))
+
+
+def zeros_like(x: Tensor, *, dtype: Any = None, device: Any = None) -> Tensor:
+    dt, dev = _like(x, dtype, device)
+    return full(x._shape, 0, dtype=dt, device=dev)
+
+
+def ones_like(x: Tensor, *, dtype: Any = None, device: Any = None) -> Tensor:
+    dt, dev = _like(x, dtype, device)
+    return full(x._shape, 1, dtype=dt, device=dev)
+
+
+def full_like(x: Tensor, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
+    dt, dev = _like(x, dtype, device)
+    return full(x._shape, fill_value, dtype=dt, device=dev)
+
+
+# -- ranges --------------------------------------------------------------------------
+
+
+def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None,
+           device: Any = None) -> Tensor:
+    if end is None:
+        start, end = 0, start
+    vals = [v.item() if type(v) is Tensor else v for v in (start, end, step)]
+    start, end, step = vals
+    if step == 0:
+        raise RuntimeError("arange: step must be nonzero")
+    if (end - start) * step < 0:
+        raise RuntimeError(
+            f"arange: upper bound and larger bound inconsistent with step sign "
+            f"(start={start}, end={end}, step={step})"
+        )
+    if dtype is None:
+        dtype = D.get_default_dtype() if any(isinstance(v, float) for v in vals) else D.int64
+    dt = D.as_dtype(dtype)
+    n = max(0, math.ceil((end - start) / step))
+    t = _empty((n,), dt, ready_device(device))
+    if n:
+        kernel(t._device, "arange")(t._h, scalar_for(start, dt) if dt.kind != "f" else float(start),
+                                    step if dt.kind != "f" else float(step))
+    return t
+
+
+def linspace(start: float, end: float, steps: int, *, dtype: Any = None, device: Any = None) -> Tensor:
+    if steps < 0:
+        raise RuntimeError("linspace: number of steps must be non-negative")
+    dt = D.as_dtype(dtype)
+    t = _empty((steps,), dt, ready_device(device))
+    if steps == 0:
+        return t
+    if steps == 1:
+        kernel(t._device, "full")(t._h, scalar_for(start, dt))
+        return t
+    step = (end - start) / (steps - 1)
+    half = steps // 2
+    ar = kernel(t._device, "arange")
+    # the first half counts up from start, the second down from end (PyTorch's
+    # symmetric scheme: both endpoints exact)
+    ar(view_of(t[:half]), float(start), step)
+    ar(view_of(t[half:]), float(end - (steps - 1 - half) * step), step)
+    return t
+
+
+def logspace(start: float, end: float, steps: int, base: float = 10.0, *, dtype: Any = None,
+             device: Any = None) -> Tensor:
+    from .elementwise import pow as _pow
+
+    return _pow(float(base), linspace(start, end, steps, dtype=dtype, device=device))
+
+
+def eye(n: int, m: int | None = None, *, dtype: Any = None, device: Any = None) -> Tensor:
+    m = n if m is None else m
+    t = zeros(n, m, dtype=dtype, device=device)
+    kernel(t._device, "full")(view_of(t.diagonal()), scalar_for(1, t._dtype))
+    return t
+
+
+# -- random -----------------------------------------------------------------------------
+
+
+def _gen(generator: Generator | None) -> Generator:
+    return default_generator if generator is None else generator
+
+
+def _float_dtype(dtype: Any, what: str) -> D.DType:
+    dt = D.as_dtype(dtype)
+    if dt.kind != "f":
+        raise TypeError(f"{what} expects a floating point dtype, got {dt.name}")
+    return dt
+
+
+def uniform_(x: Tensor, a: float = 0.0, b: float = 1.0, *, generator: Generator | None = None) -> Tensor:
+    seed, off = _gen(generator).take(x.numel())
+    kernel(x._device, "uniform")(view_of(x), float(a), float(b), seed, off)
+    x._storage.version += 1
+    return x
+
+
+def normal_(x: Tensor, mean: float = 0.0, std: float = 1.0, *, generator: Generator | None = None) -> Tensor:
+    seed, off = _gen(generator).take(x.numel())
+    kernel(x._device, "normal")(view_of(x), float(mean), float(std), seed, off)
+    x._storage.version += 1
+    return x
+
+
+def rand(*size: Any, generator: Generator | None = None, dtype: Any = None, device: Any = None) -> Tensor:
+    t = _empty(_size(size), _float_dtype(dtype, "rand"), ready_device(device))
+    return uniform_(t, 0.0, 1.0, generator=generator)
+
+
+def randn(*size: Any, generator: Generator | None = None, dtype: Any = None, device: Any = None) -> Tensor:
+    t = _empty(_size(size), _float_dtype(dtype, "randn"), ready_device(device))
+    return normal_(t, 0.0, 1.0, generator=generator)
+
+
+def _wide_float(dev: Device) -> D.DType:
+    return D.float64 if dev.supports(D.float64) else D.float32
+
+
+def randint(low: int, high: Any = None, size: Any = None, *, generator: Generator | None = None,
+            dtype: Any = None, device: Any = None) -> Tensor:
+    if size is None:
+        low, high, size = 0, low, high
+    if high is None or size is None:
+        raise TypeError("randint() needs high and size: randint(high, size) or randint(low, high, size)")
+    if high <= low:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
+    dev = ready_device(device)
+    from .elementwise import add, floor, mul
+
+    u = uniform_(_empty(_size((size,) if isinstance(size, int) else tuple(size)), _wide_float(dev), dev),
+                 generator=generator)
+    return cast(add(floor(mul(u, float(high - low))), float(low)), D.as_dtype(dtype or D.int64))
+
+
+def randperm(n: int, *, generator: Generator | None = None, dtype: Any = None, device: Any = None) -> Tensor:
+    dev = ready_device(device)
+    u = uniform_(_empty((n,), _wide_float(dev), dev), generator=generator)
+    return cast(u.argsort(), D.as_dtype(dtype or D.int64))
+
+
+def rand_like(x: Tensor, *, dtype: Any = None, device: Any = None) -> Tensor:
+    dt, dev = _like(x, dtype, device)
+    return rand(x._shape, dtype=dt, device=dev)
+
+
+def randn_like(x: Tensor, *, dtype: Any = None, device: Any = None) -> Tensor:
+    dt, dev = _like(x, dtype, device)
+    return randn(x._shape, dtype=dt, device=dev)
+
+
+def randint_like(x: Tensor, low: int, high: Any = None, *, dtype: Any = None, device: Any = None) -> Tensor:
+    dt, dev = _like(x, dtype, device)
+    return randint(low, high, x._shape, dtype=dt, device=dev)
+
+
+# -- conversion --------------------------------------------------------------------------
+
+
+def clone(x: Tensor) -> Tensor:
+    out = _empty(x._shape, x._dtype, x._device)
+    kernel(x._device, "copy")(out._h, view_of(x))
+    return out
+
+
+def _host(x: Tensor) -> np.ndarray:
+    return kernel(x._device, "to_host")(view_of(x))
+
+
+def numpy(x: Tensor, *, force: bool = False) -> np.ndarray:
+    """On cpu, an array sharing the tensor's memory; on other devices, a copy."""
+    arr = _host(x)
+    return arr.copy() if force and x._device.type == "cpu" else arr
+
+
+def item(x: Tensor) -> Any:
+    if prod(x._shape) != 1:
+        raise RuntimeError(
+            f"a Tensor with {prod(x._shape)} elements cannot be converted to Scalar "
+            f"(shape {tuple(x._shape)})"
+        )
+    return _host(x).reshape(-1)[0].item()
+
+
+def tolist(x: Tensor) -> Any:
+    return _host(x).tolist()
+
+
+def _parse_to(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any, bool]:
+    device = kwargs.pop("device", None)
+    dtype = kwargs.pop("dtype", None)
+    copy = bool(kwargs.pop("copy", False))
+    kwargs.pop("non_blocking", None)
+    if kwargs:
+        raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+    for a in args:
+        if type(a) is Tensor:
+            device, dtype = a._device, a._dtype
+        elif isinstance(a, (str, Device)):
+            device = a
+        elif a is None:
+            continue
+        else:
+            dtype = a
+    return device, dtype, copy
+
+
+def to(x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+    """``x.to(device)``, ``x.to(dtype)``, ``x.to(device, dtype)``, ``x.to(other)``.
+
+    Returns ``x`` itself when nothing changes (unless ``copy=True``)."""
+    device, dtype, copy = _parse_to(args, kwargs)
+    dt = x._dtype if dtype is None else D.as_dtype(dtype)
+    dev = x._device if device is None else ready_device(device)
+    if dev is x._device:
+        if dt is x._dtype:
+            return clone(x) if copy else x
+        return cast(x, dt)
+    # across devices: through the host, unless a plugin offers a direct copy
+    src = cast(x, dt) if not dev.supports(x._dtype) else x
+    host = np.ascontiguousarray(_host(src))
+    if not host.flags.owndata or host.base is not None:
+        host = host.copy()  # never let the destination alias the source
+    out = from_host(host, dev)
+    return cast(out, dt)
+
+
+def cpu(x: Tensor) -> Tensor:
+    return to(x, "cpu")
+
+
+def type_as(x: Tensor, other: Tensor) -> Tensor:
+    return cast(x, other._dtype)
+
+
+def _converter(dt: D.DType) -> Any:
+    def convert(x: Tensor) -> Tensor:
+        return cast(x, dt)
+
+    convert.__name__ = dt.name
+    return convert
+
+
+def contiguous_(x: Tensor) -> Tensor:
+    return contiguous(x)
+
+
+METHODS = ["clone", "numpy", "item", "tolist", "to", "cpu", "type_as", "uniform_", "normal_"]
+CONVERSIONS = {"float": D.float32, "double": D.float64, "half": D.float16, "long": D.int64,
+               "int": D.int32, "short": D.int16, "char": D.int8, "byte": D.uint8, "bool": D.bool_}

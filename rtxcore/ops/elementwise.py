@@ -1,0 +1,586 @@
+"""Elementwise ops: the primitive front-ends, then composites built from them.
+
+A composite first asks the device for a kernel of its own name (a backend may
+supply ``expm1`` for accuracy or ``sigmoid`` for speed); otherwise the
+decomposition below runs, written only in primitives.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .. import dtype as D
+from ..tensor import Tensor
+from .core import (FLOAT, SAME, TO_BOOL, bad_operand, binary, cast, empty, is_scalar,
+                   kernel, scalar_for, unary, view_of, write_result)
+from .core import where as _where
+
+# -- primitives ----------------------------------------------------------------------
+
+
+def neg(x: Tensor) -> Tensor:
+    if x._dtype is D.bool_:
+        raise RuntimeError("negation, the `-` operator, on a bool tensor is not supported; use ~ or logical_not()")
+    return unary("neg", x)
+
+
+def abs(x: Tensor) -> Tensor:  # noqa: A001
+    return unary("abs", x)
+
+
+def sign(x: Tensor) -> Tensor:
+    return unary("sign", x)
+
+
+def exp(x: Tensor) -> Tensor:
+    return unary("exp", x, FLOAT)
+
+
+def log(x: Tensor) -> Tensor:
+    return unary("log", x, FLOAT)
+
+
+def sqrt(x: Tensor) -> Tensor:
+    return unary("sqrt", x, FLOAT)
+
+
+def sin(x: Tensor) -> Tensor:
+    return unary("sin", x, FLOAT)
+
+
+def cos(x: Tensor) -> Tensor:
+    return unary("cos", x, FLOAT)
+
+
+def tanh(x: Tensor) -> Tensor:
+    return unary("tanh", x, FLOAT)
+
+
+def reciprocal(x: Tensor) -> Tensor:
+    return unary("reciprocal", x, FLOAT)
+
+
+def floor(x: Tensor) -> Tensor:
+    if x._dtype.kind != "f":
+        return x.clone()
+    return unary("floor", x)
+
+
+def logical_not(x: Tensor) -> Tensor:
+    return unary("logical_not", x, TO_BOOL)
+
+
+def add(x: Any, y: Any, *, alpha: Any = 1) -> Tensor:
+    if alpha != 1:
+        y = mul(y, alpha)
+    return binary("add", x, y)
+
+
+def sub(x: Any, y: Any, *, alpha: Any = 1) -> Tensor:
+    if alpha != 1:
+        y = mul(y, alpha)
+    if _is_bool(x) or _is_bool(y):
+        raise RuntimeError("subtraction, the `-` operator, with a bool tensor is not supported; use logical_xor()")
+    return binary("sub", x, y)
+
+
+def mul(x: Any, y: Any) -> Tensor:
+    return binary("mul", x, y)
+
+
+def div(x: Any, y: Any, *, rounding_mode: str | None = None) -> Tensor:
+    if rounding_mode is None:
+        return binary("div", x, y, FLOAT)
+    if rounding_mode == "floor":
+        return floor_divide(x, y)
+    if rounding_mode == "trunc":
+        if _all_int(x, y):
+            q = floor_divide(x, y)
+            r = remainder(x, y)
+            # floor and trunc differ where the signs differ and the division is inexact
+            fix = logical_and(ne(r, 0), ne(lt(_t(x, y, x), 0), lt(_t(x, y, y), 0)))
+            return _where(fix, add(q, 1), q)
+        return trunc(binary("div", x, y, FLOAT))
+    raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found {rounding_mode!r}")
+
+
+true_divide = divide = div
+multiply, subtract = mul, sub
+
+
+def pow(x: Any, y: Any) -> Tensor:  # noqa: A001
+    if type(x) is Tensor and x._dtype.kind != "f" and is_scalar(y) and not isinstance(y, float) and y < 0:
+        raise RuntimeError("Integers to negative integer powers are not allowed.")
+    if type(x) is Tensor and is_scalar(y) and y == 2 and not isinstance(y, bool):
+        return binary("mul", x, x)
+    return binary("pow", x, y)
+
+
+def maximum(x: Tensor, y: Tensor) -> Tensor:
+    return binary("maximum", x, y)
+
+
+def minimum(x: Tensor, y: Tensor) -> Tensor:
+    return binary("minimum", x, y)
+
+
+def eq(x: Any, y: Any) -> Tensor:
+    return binary("eq", x, y, TO_BOOL)
+
+
+def ne(x: Any, y: Any) -> Tensor:
+    return binary("ne", x, y, TO_BOOL)
+
+
+def lt(x: Any, y: Any) -> Tensor:
+    return binary("lt", x, y, TO_BOOL)
+
+
+def le(x: Any, y: Any) -> Tensor:
+    return binary("le", x, y, TO_BOOL)
+
+
+def gt(x: Any, y: Any) -> Tensor:
+    return binary("gt", x, y, TO_BOOL)
+
+
+def ge(x: Any, y: Any) -> Tensor:
+    return binary("ge", x, y, TO_BOOL)
+
+
+less, less_equal, greater, greater_equal, not_equal = lt, le, gt, ge, ne
+
+
+def logical_and(x: Any, y: Any) -> Tensor:
+    return binary("logical_and", x, y, TO_BOOL)
+
+
+def logical_or(x: Any, y: Any) -> Tensor:
+    return binary("logical_or", x, y, TO_BOOL)
+
+
+def where(condition: Tensor, input: Any = None, other: Any = None) -> Any:  # noqa: A002
+    if input is None and other is None:
+        from .indexing import nonzero
+
+        return nonzero(condition, as_tuple=True)
+    return _where(condition, input, other)
+
+
+# -- composites ----------------------------------------------------------------------
+# Each: the backend's own kernel if it has one, else the decomposition.
+
+
+def _composite_unary(op: str, x: Tensor, kind: int = FLOAT) -> Tensor | None:
+    if type(x) is not Tensor:
+        raise bad_operand(op, x)
+    if op in x._device.kernels:
+        return unary(op, x, kind)
+    return None
+
+
+def expm1(x: Tensor) -> Tensor:
+    r = _composite_unary("expm1", x)
+    if r is not None:
+        return r
+    x = _float(x)
+    # Kahan: (u - 1) * x / log(u) keeps full precision where u = e**x rounds to 1.
+    u = exp(x)
+    um1 = sub(u, 1.0)
+    accurate = div(mul(um1, x), log(u))
+    return _where(eq(u, 1.0), x, _where(eq(um1, -1.0), -1.0, _where(isinf(u), u, accurate)))
+
+
+def log1p(x: Tensor) -> Tensor:
+    r = _composite_unary("log1p", x)
+    if r is not None:
+        return r
+    x = _float(x)
+    # Goldberg: log(u) * x / (u - 1) with u = 1 + x cancels u's rounding error.
+    u = add(x, 1.0)
+    accurate = div(mul(log(u), x), sub(u, 1.0))
+    return _where(eq(u, 1.0), x, _where(isinf(u), u, accurate))
+
+
+def log2(x: Tensor) -> Tensor:
+    r = _composite_unary("log2", x)
+    return r if r is not None else mul(log(x), 1.0 / math.log(2.0))
+
+
+def log10(x: Tensor) -> Tensor:
+    return mul(log(x), 1.0 / math.log(10.0))
+
+
+def rsqrt(x: Tensor) -> Tensor:
+    return reciprocal(sqrt(x))
+
+
+def square(x: Tensor) -> Tensor:
+    return mul(x, x)
+
+
+def tan(x: Tensor) -> Tensor:
+    r = _composite_unary("tan", x)
+    return r if r is not None else div(sin(x), cos(x))
+
+
+def sigmoid(x: Tensor) -> Tensor:
+    r = _composite_unary("sigmoid", x)
+    if r is not None:
+        return r
+    # 1 / (1 + e**-x): e**-x overflowing to inf gives exactly 0, never nan.
+    return reciprocal(add(exp(neg(_float(x))), 1.0))
+
+
+def relu(x: Tensor) -> Tensor:
+    if x._dtype is D.bool_:
+        return x.clone()
+    return maximum(x, zeros_scalar_like(x))
+
+
+def zeros_scalar_like(x: Tensor) -> Tensor:
+    """A 0-d zero of x's dtype on x's device (keeps maximum's dtype exact)."""
+    t = empty((), x._dtype, x._device)
+    kernel(x._device, "full")(t._h, scalar_for(0, x._dtype))
+    return t
+
+
+def erf(x: Tensor) -> Tensor:
+    r = _composite_unary("erf", x)
+    if r is not None:
+        return r
+    # Numerical Recipes' erfc by Chebyshev fit: relative error < 1.2e-7.
+    x = _float(x)
+    z = abs(x)
+    t = reciprocal(add(mul(z, 0.5), 1.0))
+    poly = 0.17087277
+    for c in (-0.82215223, 1.48851587, -1.13520398, 0.27886807, -0.18628806,
+              0.09678418, 0.37409196, 1.00002368, -1.26551223):
+        poly = add(mul(t, poly), c)
+    erfc_z = mul(t, exp(sub(poly, mul(z, z))))
+    return mul(sub(1.0, erfc_z), sign(x))
+
+
+def gelu(x: Tensor, approximate: str = "none") -> Tensor:
+    x = _float(x)
+    if approximate == "tanh":
+        inner = mul(add(x, mul(mul(mul(x, x), x), 0.044715)), math.sqrt(2.0 / math.pi))
+        return mul(mul(x, 0.5), add(tanh(inner), 1.0))
+    if approximate != "none":
+        raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
+    return mul(mul(x, 0.5), add(erf(mul(x, 1.0 / math.sqrt(2.0))), 1.0))
+
+
+def silu(x: Tensor) -> Tensor:
+    return mul(x, sigmoid(x))
+
+
+def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    x = _float(x)
+    bx = mul(x, beta) if beta != 1 else x
+    soft = log1p(exp(bx))
+    if beta != 1:
+        soft = div(soft, beta)
+    return _where(gt(bx, threshold), x, soft)
+
+
+def ceil(x: Tensor) -> Tensor:
+    if x._dtype.kind != "f":
+        return x.clone()
+    r = _composite_unary("ceil", x, SAME)
+    return r if r is not None else neg(floor(neg(x)))
+
+
+def trunc(x: Tensor) -> Tensor:
+    if x._dtype.kind != "f":
+        return x.clone()
+    r = _composite_unary("trunc", x, SAME)
+    return r if r is not None else _where(lt(x, 0), ceil(x), floor(x))
+
+
+fix = trunc
+
+
+def round(x: Tensor, *, decimals: int = 0) -> Tensor:  # noqa: A001
+    if x._dtype.kind != "f":
+        return x.clone()
+    if decimals:
+        scale = 10.0 ** decimals
+        return div(round(mul(x, scale)), scale)
+    r = _composite_unary("round", x, SAME)
+    if r is not None:
+        return r
+    # half to even: floor(x + 0.5), minus one where that landed on an odd number
+    # from an exact tie.
+    f = floor(add(x, 0.5))
+    tie = eq(sub(f, x), 0.5)
+    odd = ne(sub(f, mul(floor(mul(f, 0.5)), 2.0)), 0)
+    return _where(logical_and(tie, odd), sub(f, 1.0), f)
+
+
+def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
+    if min is None and max is None:
+        raise RuntimeError("clamp: at least one of 'min' or 'max' must not be None")
+    out = x
+    if min is not None:
+        out = binary("maximum", out, min)
+    if max is not None:
+        out = binary("minimum", out, max)
+    if out is x:
+        out = x.clone()
+    return out
+
+
+clip = clamp
+
+
+def lerp(start: Tensor, end: Tensor, weight: Any) -> Tensor:
+    return add(start, mul(weight, sub(end, start)))
+
+
+def floor_divide(x: Any, y: Any) -> Tensor:
+    dev = (x if type(x) is Tensor else y)._device
+    if "floor_divide" in dev.kernels:
+        return binary("floor_divide", x, y)
+    if _all_int(x, y):
+        dt = _result(x, y)
+        wide = D.float64 if dev.supports(D.float64) else D.float32
+        return cast(floor(div(_cast_any(x, wide), _cast_any(y, wide))), dt)
+    return floor(div(x, y))
+
+
+def remainder(x: Any, y: Any) -> Tensor:
+    dev = (x if type(x) is Tensor else y)._device
+    if "remainder" in dev.kernels:
+        return binary("remainder", x, y)
+    # Python's (and PyTorch's) sign convention: the result has the divisor's sign.
+    return sub(x, mul(floor_divide(x, y), y))
+
+
+def logical_xor(x: Any, y: Any) -> Tensor:
+    dev = (x if type(x) is Tensor else y)._device
+    if "logical_xor" in dev.kernels:
+        return binary("logical_xor", x, y, TO_BOOL)
+    return ne(_as_bool(x), _as_bool(y))
+
+
+def isnan(x: Tensor) -> Tensor:
+    if x._dtype.kind != "f":
+        return _full_bool(x, False)
+    r = _composite_unary("isnan", x, TO_BOOL)
+    return r if r is not None else ne(x, x)
+
+
+def isinf(x: Tensor) -> Tensor:
+    if x._dtype.kind != "f":
+        return _full_bool(x, False)
+    r = _composite_unary("isinf", x, TO_BOOL)
+    return r if r is not None else eq(abs(x), math.inf)
+
+
+def isfinite(x: Tensor) -> Tensor:
+    if x._dtype.kind != "f":
+        return _full_bool(x, True)
+    # x - x is 0 for finite x and nan for inf and nan
+    return eq(sub(x, x), 0.0)
+
+
+def nan_to_num(x: Tensor, nan: float = 0.0, posinf: float | None = None,
+               neginf: float | None = None) -> Tensor:
+    if x._dtype.kind != "f":
+        return x.clone()
+    import numpy as np
+
+    info = np.finfo(x._dtype.numpy)
+    hi = float(info.max) if posinf is None else posinf
+    lo = float(info.min) if neginf is None else neginf
+    out = _where(isnan(x), nan, x)
+    out = _where(eq(out, math.inf), hi, out)
+    return _where(eq(out, -math.inf), lo, out)
+
+
+def bitwise_not(x: Tensor) -> Tensor:
+    if x._dtype is D.bool_:
+        return logical_not(x)
+    raise NotImplementedError("~ is supported on bool tensors only (bitwise ops on integers are not implemented)")
+
+
+def logical_and_bitwise(x: Any, y: Any) -> Tensor:
+    _check_bool_operands("&", x, y)
+    return logical_and(x, y)
+
+
+def logical_or_bitwise(x: Any, y: Any) -> Tensor:
+    _check_bool_operands("|", x, y)
+    return logical_or(x, y)
+
+
+def logical_xor_bitwise(x: Any, y: Any) -> Tensor:
+    _check_bool_operands("^", x, y)
+    return logical_xor(x, y)
+
+
+def _check_bool_operands(sym: str, x: Any, y: Any) -> None:
+    for v in (x, y):
+        if (type(v) is Tensor and v._dtype is not D.bool_) or (type(v) is not Tensor and not isinstance(v, bool)):
+            raise NotImplementedError(f"{sym} is supported on bool tensors only (bitwise ops on integers are not implemented)")
+
+
+# -- in place ----------------------------------------------------------------------
+# Primitive binary ops write straight into the target; others compute and copy back.
+
+
+def add_(x: Tensor, y: Any, *, alpha: Any = 1) -> Tensor:
+    if alpha != 1:
+        y = mul(y, alpha)
+    return binary("add", x, y, out=x)
+
+
+def sub_(x: Tensor, y: Any, *, alpha: Any = 1) -> Tensor:
+    if alpha != 1:
+        y = mul(y, alpha)
+    return binary("sub", x, y, out=x)
+
+
+def mul_(x: Tensor, y: Any) -> Tensor:
+    return binary("mul", x, y, out=x)
+
+
+def div_(x: Tensor, y: Any, *, rounding_mode: str | None = None) -> Tensor:
+    if rounding_mode is None:
+        return binary("div", x, y, FLOAT, out=x)
+    return write_result(x, div(x, y, rounding_mode=rounding_mode), "div")
+
+
+def pow_(x: Tensor, y: Any) -> Tensor:
+    return write_result(x, pow(x, y), "pow")
+
+
+def maximum_(x: Tensor, y: Any) -> Tensor:
+    return binary("maximum", x, y, out=x)
+
+
+def minimum_(x: Tensor, y: Any) -> Tensor:
+    return binary("minimum", x, y, out=x)
+
+
+def floor_divide_(x: Tensor, y: Any) -> Tensor:
+    return write_result(x, floor_divide(x, y), "floor_divide")
+
+
+def remainder_(x: Tensor, y: Any) -> Tensor:
+    return write_result(x, remainder(x, y), "remainder")
+
+
+def clamp_(x: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
+    return write_result(x, clamp(x, min, max), "clamp")
+
+
+clip_ = clamp_
+
+
+def lerp_(x: Tensor, end: Tensor, weight: Any) -> Tensor:
+    return write_result(x, lerp(x, end, weight), "lerp")
+
+
+def zero_(x: Tensor) -> Tensor:
+    return fill_(x, 0)
+
+
+def fill_(x: Tensor, value: Any) -> Tensor:
+    if type(value) is Tensor:
+        if value.numel() != 1 or value.ndim:
+            raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with {value.ndim} dimensions")
+        value = value.item()
+    kernel(x._device, "full")(view_of(x), scalar_for(value, x._dtype))
+    x._storage.version += 1
+    return x
+
+
+def _make_inplace(fn: Any, name: str) -> Any:
+    def inplace(x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        return write_result(x, fn(x, *args, **kwargs), name)
+
+    inplace.__name__ = name + "_"
+    inplace.__doc__ = f"In-place version of :func:`{name}`."
+    return inplace
+
+
+_UNARY_INPLACE = ["neg", "abs", "sign", "exp", "expm1", "log", "log1p", "log2", "sqrt",
+                  "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid", "relu", "reciprocal",
+                  "floor", "ceil", "round", "trunc", "nan_to_num", "logical_not",
+                  "square", "erf", "logical_and", "logical_or", "logical_xor"]
+for _n in _UNARY_INPLACE:
+    globals()[_n + "_"] = _make_inplace(globals()[_n], _n)
+
+
+def copy_(x: Tensor, src: Any) -> Tensor:
+    """Copy ``src`` into ``x`` (broadcast, cast, and across devices)."""
+    from .creation import as_tensor_on
+
+    if type(src) is not Tensor:
+        src = as_tensor_on(src, x._device, x._dtype)
+    if src._device is not x._device:
+        src = src.to(x._device)
+    return write_result(x, src, "copy", allow_any_cast=True)
+
+
+# -- helpers ------------------------------------------------------------------------
+
+
+def where_method(x: Tensor, condition: Tensor, other: Any) -> Tensor:
+    """``x.where(condition, other)``: x where condition, else other."""
+    return _where(condition, x, other)
+
+
+def _is_bool(v: Any) -> bool:
+    return type(v) is Tensor and v._dtype is D.bool_
+
+
+def _all_int(x: Any, y: Any) -> bool:
+    return all(
+        (v._dtype.kind in "iub") if type(v) is Tensor else not isinstance(v, float)
+        for v in (x, y)
+    )
+
+
+def _result(x: Any, y: Any) -> D.DType:
+    return D.result_type(x, y)
+
+
+def _t(x: Any, y: Any, v: Any) -> Any:
+    return v
+
+
+def _float(x: Tensor) -> Tensor:
+    return x if x._dtype.kind == "f" else cast(x, D.get_default_dtype())
+
+
+def _cast_any(v: Any, dt: D.DType) -> Any:
+    return cast(v, dt) if type(v) is Tensor else float(v)
+
+
+def _as_bool(v: Any) -> Any:
+    return cast(v, D.bool_) if type(v) is Tensor else bool(v)
+
+
+def _full_bool(x: Tensor, value: bool) -> Tensor:
+    out = empty(x._shape, D.bool_, x._device)
+    kernel(x._device, "full")(out._h, value)
+    return out
+
+
+METHODS = [
+    "neg", "abs", "sign", "exp", "expm1", "log", "log1p", "log2", "log10", "sqrt",
+    "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid", "relu", "reciprocal", "floor",
+    "ceil", "round", "trunc", "fix", "logical_not", "square", "erf",
+    "add", "sub", "mul", "div", "true_divide", "divide", "multiply", "subtract",
+    "floor_divide", "remainder", "pow", "maximum", "minimum", "eq", "ne", "lt", "le",
+    "gt", "ge", "less", "less_equal", "greater", "greater_equal", "not_equal",
+    "logical_and", "logical_or", "logical_xor", "isnan", "isinf", "isfinite",
+    "nan_to_num", "clamp", "clip", "lerp",
+    "add_", "sub_", "mul_", "div_", "pow_", "maximum_", "minimum_", "floor_divide_",
+    "remainder_", "clamp_", "clip_", "lerp_", "zero_", "fill_", "copy_",
+    *[n + "_" for n in _UNARY_INPLACE],
+]

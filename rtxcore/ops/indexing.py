@@ -1,0 +1,588 @@
+"""Indexing, joining and sorting.
+
+``x[key]`` is basic indexing (ints, slices, None, ...) done as a view, followed,
+when the key holds int tensors, lists or bool masks, by the ``index`` primitive
+on the advanced dims. Ints are basic (a ``select``), as in PyTorch: advanced
+dims land where the index tensors stood when those are adjacent, else first.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from .. import dtype as D
+from ..shape import broadcast_many, normalize_dim, prod
+from ..tensor import Tensor
+from . import elementwise as E
+from . import views as V
+from .core import (as_view, bad_operand, cast, contiguous, cstrides, empty,
+                   expand_to, kernel, mixed_devices, scalar_for, view_of, write_result)
+
+# -- __getitem__ / __setitem__ -----------------------------------------------------
+
+
+def _is_index_seq(k: Any) -> bool:
+    if isinstance(k, (list, tuple)):
+        return True
+    return type(k).__module__ == "numpy" and hasattr(k, "ndim")
+
+
+def _as_index_tensor(k: Any, dev: Any) -> Tensor:
+    from .creation import tensor as _tensor
+
+    if type(k) is Tensor:
+        t = k
+    else:
+        t = _tensor(k, device=dev)
+        if t.numel() == 0 and t._dtype.kind == "f":
+            t = cast(t, D.int64)
+    if t._dtype.kind == "f":
+        raise IndexError(f"tensors used as indices must be long, int, byte or bool tensors, got {t._dtype.name}")
+    if t._device is not dev:
+        t = t.to(dev)
+    return t
+
+
+def _expand_key(x: Tensor, key: Any) -> list[Any]:
+    if not isinstance(key, tuple):
+        key = (key,)
+    key = list(key)
+    consumed = 0
+    for k in key:
+        if k is None or k is Ellipsis or isinstance(k, bool):
+            continue
+        if type(k) is Tensor and k._dtype is D.bool_:
+            consumed += max(k.ndim, 1) if k.ndim else 0
+        else:
+            consumed += 1
+    ell = [i for i, k in enumerate(key) if k is Ellipsis]
+    if len(ell) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if consumed > x.ndim:
+        raise IndexError(
+            f"too many indices for tensor of dimension {x.ndim} (got {consumed} indices "
+            f"for a tensor of shape {tuple(x._shape)})"
+        )
+    fill = [slice(None)] * (x.ndim - consumed)
+    if ell:
+        i = ell[0]
+        key = key[:i] + fill + key[i + 1:]
+    else:
+        key = key + fill
+    return key
+
+
+def _basic(x: Tensor, key: Any) -> tuple[Tensor, list[tuple[int, Any]]]:
+    """Apply the basic part of ``key`` as a view; return it and the advanced
+    indices as (dim in the view, raw index) pairs."""
+    key = _expand_key(x, key)
+    shape: list[int] = []
+    strides: list[int] = []
+    offset = x._offset
+    adv: list[tuple[int, Any]] = []
+    d = 0  # dim of x being consumed
+    for k in key:
+        if k is None:
+            shape.append(1)
+            strides.append(0)
+            continue
+        if isinstance(k, bool):
+            raise IndexError("indexing with a Python bool is not supported; use a bool tensor")
+        if isinstance(k, int) or (hasattr(k, "__index__") and not _is_index_seq(k) and type(k) is not Tensor):
+            i = int(k.__index__() if not isinstance(k, int) else k)
+            size = x._shape[d]
+            if not -size <= i < size:
+                raise IndexError(f"index {i} is out of bounds for dimension {d} with size {size}")
+            offset += (i % size) * x._strides[d]
+            d += 1
+            continue
+        if isinstance(k, slice):
+            size = x._shape[d]
+            if k.step is not None and int(k.step) <= 0:
+                raise ValueError("step must be greater than zero")
+            start, stop, step = k.indices(size)
+            n = max(0, -(-(stop - start) // step))
+            if n:
+                offset += start * x._strides[d]
+            shape.append(n)
+            strides.append(x._strides[d] * step)
+            d += 1
+            continue
+        if type(k) is Tensor and k._dtype is D.bool_ or (_is_index_seq(k) and _is_bool_seq(k)):
+            mask = k if type(k) is Tensor else _as_index_tensor(k, x._device)
+            nd = mask.ndim
+            if nd == 0:
+                raise IndexError("indexing with a 0-d bool tensor is not supported")
+            if tuple(mask._shape) != tuple(x._shape[d:d + nd]):
+                raise IndexError(
+                    f"the shape of the mask {tuple(mask._shape)} does not match the shape "
+                    f"{tuple(x._shape[d:d + nd])} of the indexed tensor at dimension {d}"
+                )
+            for j, coord in enumerate(nonzero(mask.to(x._device), as_tuple=True)):
+                adv.append((len(shape), coord))
+                shape.append(x._shape[d + j])
+                strides.append(x._strides[d + j])
+            d += nd
+            continue
+        if type(k) is Tensor or _is_index_seq(k):
+            adv.append((len(shape), k))
+            shape.append(x._shape[d])
+            strides.append(x._strides[d])
+            d += 1
+            continue
+        raise IndexError(
+            f"only integers, slices (`:`), ellipsis (`...`), None and long or bool "
+            f"tensors are valid indices (got {type(k).__name__})"
+        )
+    return as_view(x, tuple(shape), tuple(strides), offset), adv
+
+
+def _is_bool_seq(k: Any) -> bool:
+    if type(k).__module__ == "numpy":
+        return k.dtype == bool
+    flat = k
+    while isinstance(flat, (list, tuple)) and flat:
+        flat = flat[0]
+    return isinstance(flat, bool)
+
+
+def _prepare_advanced(v: Tensor, adv: list[tuple[int, Any]]) -> tuple[Tensor, list[Tensor], list[int]]:
+    """Normalise the index tensors (int64, on v's device, in range, non-negative,
+    broadcast) and permute ``v`` so the advanced dims come first."""
+    dims = [p for p, _ in adv]
+    idx = [_as_index_tensor(k, v._device) for _, k in adv]
+    shape = broadcast_many(*(t._shape for t in idx))
+    out = []
+    for d, t in zip(dims, idx):
+        t = cast(t, D.int64)
+        size = v._shape[d]
+        if t.numel():
+            lo, hi = int(t.amin().item()), int(t.amax().item())
+            bad = hi if hi >= size else (lo if lo < -size else None)
+            if bad is not None:
+                raise IndexError(f"index {bad} is out of bounds for dimension {d} with size {size}")
+            if lo < 0:
+                t = E.where(E.lt(t, 0), E.add(t, size), t)
+        out.append(t.expand(shape) if t._shape != shape else t)
+    rest = [d for d in range(v.ndim) if d not in dims]
+    vp = V.permute(v, dims + rest)
+    return vp, out, dims
+
+
+def getitem(x: Tensor, key: Any) -> Tensor:
+    if type(key) is int and x._shape:  # fast path: x[i]
+        size = x._shape[0]
+        if not -size <= key < size:
+            raise IndexError(f"index {key} is out of bounds for dimension 0 with size {size}")
+        return as_view(x, x._shape[1:], x._strides[1:], x._offset + (key % size) * x._strides[0])
+    v, adv = _basic(x, key)
+    if not adv:
+        return v
+    vp, idx, dims = _prepare_advanced(v, adv)
+    k = len(idx)
+    ishape = idx[0]._shape
+    out = empty(ishape + vp._shape[k:], x._dtype, x._device)
+    kernel(x._device, "index")(out._h, view_of(vp), tuple(expand_to(t, ishape) for t in idx))
+    if dims == list(range(dims[0], dims[0] + k)) and dims[0] > 0:
+        # adjacent advanced dims: their result dims go where they stood
+        n = len(ishape)
+        order = list(range(n, n + dims[0])) + list(range(n)) + list(range(n + dims[0], out.ndim))
+        out = V.permute(out, order)
+    return out
+
+
+def setitem(x: Tensor, key: Any, value: Any) -> None:
+    v, adv = _basic(x, key)
+    if not adv:
+        E.copy_(v, value)
+        return
+    vp, idx, dims = _prepare_advanced(v, adv)
+    k = len(idx)
+    ishape = idx[0]._shape
+    target_shape = ishape + vp._shape[k:]
+    from .creation import as_tensor_on
+
+    val = value if type(value) is Tensor else as_tensor_on(value, x._device, x._dtype)
+    if val._device is not x._device:
+        raise mixed_devices("index_put_", x, val)
+    val = cast(val, x._dtype)
+    if dims == list(range(dims[0], dims[0] + k)) and dims[0] > 0 and val.ndim > len(ishape):
+        # the value is laid out as the result of getitem: move index dims first
+        n = len(ishape)
+        full = val.expand(vp._shape[k:k + dims[0]] + ishape + vp._shape[k + dims[0]:]) if val.ndim == len(target_shape) else None
+        if full is not None:
+            val = V.permute(full, list(range(dims[0], dims[0] + n)) + list(range(dims[0])) + list(range(dims[0] + n, full.ndim)))
+    try:
+        vals = expand_to(val, target_shape)
+    except RuntimeError:
+        raise RuntimeError(
+            f"shape mismatch: value tensor of shape {tuple(val._shape)} cannot be broadcast "
+            f"to indexing result of shape {target_shape}"
+        ) from None
+    index_put_(vp, tuple(idx), vals, ishape)
+    x._storage.version += 1
+
+
+def index_put_(out: Tensor, idx: tuple[Tensor, ...], vals: Any, ishape: tuple[int, ...]) -> None:
+    """out[idx] = vals, where vals is a native view already broadcast to the result."""
+    dev = out._device
+    k = dev.kernels.get("index_put")
+    views = tuple(expand_to(t, ishape) for t in idx)
+    if k is not None:
+        k(view_of(out), views, vals)
+        return
+    # Decomposition on primitives: linearise the indexed dims, scatter-add the
+    # values into a zero buffer, and take them where anything was written.
+    # (Repeated indices sum here; PyTorch leaves that case undefined.)
+    nlead = len(idx)
+    lead, rest = out._shape[:nlead], out._shape[nlead:]
+    lin = None
+    for j, t in enumerate(idx):
+        term = E.mul(t, prod(lead[j + 1:]))
+        lin = term if lin is None else E.add(lin, term)
+    m, r = prod(ishape), prod(rest)
+    lin_flat = V.reshape(lin, (m, 1)).expand(m, r)
+    vt = empty(ishape + rest, out._dtype, dev)
+    kernel(dev, "copy")(vt._h, vals)
+    acc = zeros_on((prod(lead), r), out._dtype, dev)
+    kernel(dev, "scatter_add")(acc._h, 0, view_of(lin_flat), view_of(V.reshape(vt, (m, r))))
+    hit = zeros_on((prod(lead), 1), D.int64, dev)
+    ones = empty((m, 1), D.int64, dev)
+    kernel(dev, "full")(ones._h, 1)
+    kernel(dev, "scatter_add")(hit._h, 0, view_of(V.reshape(lin, (m, 1))), ones._h)
+    cur = V.reshape(contiguous(out), (prod(lead), r))
+    new = E.where(E.gt(hit, 0), acc, cur)
+    kernel(dev, "copy")(view_of(out), view_of(V.reshape(new, out._shape)))
+
+
+def zeros_on(shape: tuple[int, ...], dtype: D.DType, dev: Any) -> Tensor:
+    t = empty(shape, dtype, dev)
+    kernel(dev, "full")(t._h, scalar_for(0, dtype))
+    return t
+
+
+# -- gather / scatter --------------------------------------------------------------
+
+
+def _check_index(op: str, x: Tensor, dim: int, index: Tensor) -> int:
+    if type(index) is not Tensor:
+        raise bad_operand(op, index)
+    if index._dtype is not D.int64:
+        raise RuntimeError(f"{op}(): Expected dtype int64 for index, got {index._dtype.name}")
+    if index._device is not x._device:
+        raise mixed_devices(op, x, index)
+    d = normalize_dim(dim, x.ndim)
+    if index.ndim != x.ndim:
+        raise RuntimeError(f"{op}(): Index tensor must have the same number of dimensions as input tensor ({index.ndim} vs {x.ndim})")
+    for i, (a, b) in enumerate(zip(index._shape, x._shape)):
+        if i != d and a > b:
+            raise RuntimeError(
+                f"{op}(): Size does not match at dimension {i} expected index {tuple(index._shape)} "
+                f"to be no larger than self {tuple(x._shape)} apart from dimension {d}"
+            )
+    if index.numel():
+        lo, hi = int(index.amin().item()), int(index.amax().item())
+        size = x._shape[d]
+        if lo < 0 or hi >= size:
+            raise IndexError(f"{op}(): index {hi if hi >= size else lo} is out of bounds for dimension {d} with size {size}")
+    return d
+
+
+def _narrow_to(x: Tensor, shape: tuple[int, ...], skip: int) -> Tensor:
+    """View of x cut to ``shape`` in every dim but ``skip``."""
+    s = tuple(n if i == skip else shape[i] for i, n in enumerate(x._shape))
+    return as_view(x, s, x._strides, x._offset)
+
+
+def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
+    d = _check_index("gather", x, dim, index)
+    out = empty(index._shape, x._dtype, x._device)
+    kernel(x._device, "gather")(out._h, view_of(_narrow_to(x, index._shape, d)), d, view_of(index))
+    return out
+
+
+def take_along_dim(x: Tensor, indices: Tensor, dim: int) -> Tensor:
+    return gather(x, dim, indices)
+
+
+def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    return scatter_add_(x.clone(), dim, index, src)
+
+
+def scatter_add_(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    d = _check_index("scatter_add", x, dim, index)
+    if src._device is not x._device:
+        raise mixed_devices("scatter_add", x, src)
+    src = _narrow_to(cast(src, x._dtype), index._shape, -1)
+    kernel(x._device, "scatter_add")(view_of(x), d, view_of(index), view_of(src))
+    x._storage.version += 1
+    return x
+
+
+def scatter(x: Tensor, dim: int, index: Tensor, src: Any = None, *, value: Any = None,
+            reduce: str | None = None) -> Tensor:
+    return scatter_(x.clone(), dim, index, src, value=value, reduce=reduce)
+
+
+def scatter_(x: Tensor, dim: int, index: Tensor, src: Any = None, *, value: Any = None,
+             reduce: str | None = None) -> Tensor:
+    if src is None:
+        src = value
+    if reduce == "add":
+        if type(src) is not Tensor:
+            from .creation import full
+
+            src = full(index._shape, src, dtype=x._dtype, device=x._device)
+        return scatter_add_(x, dim, index, src)
+    if reduce is not None:
+        raise NotImplementedError(f"scatter(reduce={reduce!r}) is not supported; use reduce='add' or scatter_add")
+    d = _check_index("scatter", x, dim, index)
+    if index.numel() == 0:
+        return x
+    # x[i0, ..., index[i], ..., ik] = src[i] via index_put with coordinate grids
+    from .creation import arange
+
+    ishape = index._shape
+    idx = []
+    for i in range(x.ndim):
+        if i == d:
+            idx.append(index)
+        else:
+            shape = [1] * x.ndim
+            shape[i] = ishape[i]
+            idx.append(V.reshape(arange(ishape[i], device=x._device), shape).expand(ishape))
+    if type(src) is Tensor:
+        if src._device is not x._device:
+            raise mixed_devices("scatter", x, src)
+        vals = expand_to(cast(_narrow_to(src, ishape, -1), x._dtype), ishape)
+    else:
+        t = empty((), x._dtype, x._device)
+        kernel(x._device, "full")(t._h, scalar_for(src, x._dtype))
+        vals = expand_to(t, ishape)
+    index_put_(x, tuple(idx), vals, ishape)
+    x._storage.version += 1
+    return x
+
+
+def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
+    if type(index) is not Tensor or index.ndim > 1 or index._dtype.kind not in "iu":
+        raise IndexError("index_select(): index must be a 1-D (or 0-D) integer tensor")
+    d = normalize_dim(dim, x.ndim)
+    key = [slice(None)] * d + [V.reshape(index, (-1,))]
+    out = getitem(x, tuple(key))
+    return out if index.ndim else V.squeeze(out, d)
+
+
+def masked_fill(x: Tensor, mask: Tensor, value: Any) -> Tensor:
+    if type(mask) is not Tensor or mask._dtype is not D.bool_:
+        raise RuntimeError("masked_fill only supports boolean masks, but got mask with dtype "
+                           + (mask._dtype.name if type(mask) is Tensor else type(mask).__name__))
+    if mask._device is not x._device:
+        raise mixed_devices("masked_fill", x, mask)
+    if type(value) is Tensor:
+        if value.ndim:
+            raise RuntimeError(f"masked_fill only supports a 0-dimensional value tensor, but got tensor with {value.ndim} dimension(s).")
+        value = value.item()
+    try:
+        V.expand(mask, x._shape)
+    except RuntimeError:
+        raise RuntimeError(f"masked_fill: the mask of shape {tuple(mask._shape)} can't be broadcast to the tensor's shape {tuple(x._shape)}") from None
+    out = empty(x._shape, x._dtype, x._device)
+    kernel(x._device, "where")(out._h, expand_to(mask, x._shape), scalar_for(value, x._dtype), view_of(x))
+    return out
+
+
+def masked_fill_(x: Tensor, mask: Tensor, value: Any) -> Tensor:
+    return write_result(x, masked_fill(x, mask, value), "masked_fill")
+
+
+def masked_select(x: Tensor, mask: Tensor) -> Tensor:
+    if type(mask) is not Tensor or mask._dtype is not D.bool_:
+        raise RuntimeError("masked_select: expected a bool mask")
+    if mask._device is not x._device:
+        raise mixed_devices("masked_select", x, mask)
+    shape = broadcast_many(x._shape, mask._shape)
+    mview = V.expand(mask, shape)
+    count = int(mview.sum().item())
+    out = empty((count,), x._dtype, x._device)
+    kernel(x._device, "masked_select")(out._h, expand_to(x, shape), view_of(mview))
+    return out
+
+
+def nonzero(x: Tensor, *, as_tuple: bool = False) -> Any:
+    from .creation import arange
+
+    mask = x if x._dtype is D.bool_ else E.ne(x, 0)
+    shape = mask._shape
+    n = prod(shape)
+    flat = V.reshape(contiguous(mask), (n,))
+    lin = masked_select(arange(n, device=x._device), flat)
+    coords = []
+    for size, stride in zip(shape, cstrides(shape)):
+        c = E.floor_divide(lin, stride) if stride != 1 else lin
+        coords.append(E.remainder(c, size) if size != 1 else E.mul(c, 0))
+    if as_tuple:
+        return tuple(coords) if shape else (E.mul(lin, 0),)
+    if not coords:
+        return V.reshape(lin, (lin.numel(), 0))
+    return stack(coords, 1)
+
+
+def argwhere(x: Tensor) -> Tensor:
+    return nonzero(x)
+
+
+# -- sorting --------------------------------------------------------------------------
+
+
+def sort(x: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Any:
+    from .reduction import sort_result
+
+    if x.ndim == 0:
+        return sort_result(x.clone(), E.zeros_scalar_like(cast(x, D.int64)))
+    d = normalize_dim(dim, x.ndim)
+    k = x._device.kernels.get("sort")
+    if k is not None:
+        values = empty(x._shape, x._dtype, x._device)
+        indices = empty(x._shape, D.int64, x._device)
+        k(values._h, indices._h, view_of(x), d, bool(descending))
+        return sort_result(values, indices)
+    return sort_result(*_bitonic_sort(x, d, descending))
+
+
+def _bitonic_sort(x: Tensor, d: int, descending: bool) -> tuple[Tensor, Tensor]:
+    """Stable sort from primitives: a bitonic network over (value, index) keys,
+    log2(n)^2 compare-exchange stages, each a few elementwise ops on views."""
+    from .creation import arange, full
+
+    xm = contiguous(V.movedim(x, d, -1))
+    lead, n = xm._shape[:-1], xm._shape[-1]
+    rows = prod(lead)
+    p = 1
+    while p < n:
+        p *= 2
+    big = float("-inf") if descending else float("inf")
+    if x._dtype.kind != "f":
+        import numpy as np
+
+        info = np.iinfo(x._dtype.numpy) if x._dtype.kind in "iu" else None
+        big = (int(info.min) if descending else int(info.max)) if info else (not descending and 1)
+    vals = full((rows, p), big, dtype=x._dtype, device=x._device)
+    vals[:, :n] = V.reshape(xm, (rows, n))
+    idx = V.reshape(arange(p, device=x._device), (1, p)).expand(rows, p).clone()
+    k = 2
+    while k <= p:
+        j = k // 2
+        while j >= 1:
+            nb = p // (2 * j)
+            blocks = arange(nb, device=x._device)
+            asc = E.eq(E.remainder(E.floor_divide(E.mul(blocks, 2 * j), k), 2), 0)
+            asc = V.reshape(asc, (1, nb, 1))
+            if descending:
+                asc = E.logical_not(asc)
+            v4, i4 = V.view(vals, (rows, nb, 2, j)), V.view(idx, (rows, nb, 2, j))
+            lo, hi = v4[:, :, 0, :], v4[:, :, 1, :]
+            lo_i, hi_i = i4[:, :, 0, :], i4[:, :, 1, :]
+            # order by value, ties by original position (so the sort is stable)
+            after = E.logical_or(E.gt(lo, hi), E.logical_and(E.eq(lo, hi), E.gt(lo_i, hi_i)))
+            before = E.logical_or(E.lt(lo, hi), E.logical_and(E.eq(lo, hi), E.gt(lo_i, hi_i)))
+            swap = E.where(asc, after, before)
+            new_lo, new_hi = E.where(swap, hi, lo), E.where(swap, lo, hi)
+            new_lo_i, new_hi_i = E.where(swap, hi_i, lo_i), E.where(swap, lo_i, hi_i)
+            E.copy_(lo, new_lo)
+            E.copy_(hi, new_hi)
+            E.copy_(lo_i, new_lo_i)
+            E.copy_(hi_i, new_hi_i)
+            j //= 2
+        k *= 2
+    values = V.reshape(vals[:, :n], lead + (n,))
+    indices = V.reshape(idx[:, :n], lead + (n,))
+    return V.movedim(values, -1, d), V.movedim(indices, -1, d)
+
+
+def argsort(x: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
+    return sort(x, dim, descending, stable).indices
+
+
+def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> Any:  # noqa: A002
+    from .reduction import topk_result
+
+    d = normalize_dim(dim, x.ndim) if x.ndim else 0
+    size = x._shape[d] if x.ndim else 1
+    if not 0 <= k <= size:
+        raise RuntimeError(f"topk: k ({k}) is out of range for dimension {d} of size {size}")
+    values, indices = sort(x, d, descending=largest)
+    if x.ndim == 0:
+        return topk_result(values, indices)
+    return topk_result(V.narrow(values, d, 0, k), V.narrow(indices, d, 0, k))
+
+
+# -- joining ------------------------------------------------------------------------
+
+
+def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError("cat(): expected a non-empty list of Tensors")
+    for t in tensors:
+        if type(t) is not Tensor:
+            raise bad_operand("cat", t)
+    # legacy: 1-D empty tensors are skipped
+    parts = [t for t in tensors if not (t.ndim == 1 and t._shape[0] == 0)] or tensors[:1]
+    ref = parts[0]
+    if ref.ndim == 0:
+        raise RuntimeError("zero-dimensional tensor (at position 0) cannot be concatenated")
+    d = normalize_dim(dim, ref.ndim)
+    dev = ref._device
+    for i, t in enumerate(parts):
+        if t._device is not dev:
+            raise mixed_devices("cat", ref, t)
+        if t.ndim != ref.ndim or any(a != b for j, (a, b) in enumerate(zip(t._shape, ref._shape)) if j != d):
+            raise RuntimeError(
+                f"cat(): sizes of tensors must match except in dimension {d}: got shapes "
+                f"{tuple(ref._shape)} and {tuple(t._shape)} (tensor {i})"
+            )
+    dt = D.result_type(*parts) if len(parts) > 1 else ref._dtype
+    total = sum(t._shape[d] for t in parts)
+    out = empty(ref._shape[:d] + (total,) + ref._shape[d + 1:], dt, dev)
+    start = 0
+    for t in parts:
+        n = t._shape[d]
+        if n:
+            dst = V.narrow(out, d, start, n)
+            kernel(dev, "copy" if t._dtype is dt else "cast")(view_of(dst), view_of(t))
+        start += n
+    return out
+
+
+concat = concatenate = cat
+
+
+def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError("stack expects a non-empty TensorList")
+    shape = tensors[0]._shape
+    for i, t in enumerate(tensors):
+        if type(t) is not Tensor:
+            raise bad_operand("stack", t)
+        if t._shape != shape:
+            raise RuntimeError(
+                f"stack expects each tensor to be equal size, but got {tuple(shape)} at entry 0 "
+                f"and {tuple(t._shape)} at entry {i}"
+            )
+    d = normalize_dim(dim, len(shape) + 1)
+    return cat([V.unsqueeze(t, d) for t in tensors], d)
+
+
+def hstack(tensors: Sequence[Tensor]) -> Tensor:
+    return cat(tensors, 0 if tensors[0].ndim == 1 else 1)
+
+
+def vstack(tensors: Sequence[Tensor]) -> Tensor:
+    return cat([t if t.ndim > 1 else V.unsqueeze(t, 0) for t in tensors], 0)
+
+
+METHODS = ["gather", "scatter", "scatter_", "scatter_add", "scatter_add_", "index_select",
+           "masked_fill", "masked_fill_", "masked_select", "nonzero", "argwhere", "sort",
+           "argsort", "topk", "take_along_dim"]

@@ -1,0 +1,234 @@
+"""Reductions: sum/prod/max/min/argmax/argmin are primitives; the rest
+(mean, var, std, norm, logsumexp, softmax, all, any, cumsum) are composites."""
+
+from __future__ import annotations
+
+import math
+from collections import namedtuple
+from typing import Any
+
+from .. import dtype as D
+from ..shape import normalize_dim, normalize_dims, prod
+from ..tensor import Tensor
+from . import elementwise as E
+from .core import as_view, cast, contiguous, drop_axes, empty, kernel, reduce, view_of
+
+values_indices = namedtuple("values_indices", ["values", "indices"])
+max_result = min_result = sort_result = topk_result = values_indices
+
+
+def _axes(x: Tensor, dim: Any) -> tuple[int, ...]:
+    return normalize_dims(dim, x.ndim)
+
+
+def _sum_dtype(x: Tensor, dtype: Any) -> D.DType:
+    if dtype is not None:
+        return D.as_dtype(dtype)
+    return D.int64 if x._dtype.kind in "biu" else x._dtype
+
+
+def sum(x: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:  # noqa: A001
+    return reduce("sum", x, _axes(x, dim), keepdim, _sum_dtype(x, dtype))
+
+
+def prod_(x: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+    if dim is not None and not isinstance(dim, int):
+        raise TypeError("prod(): dim must be an int (or None)")
+    return reduce("prod", x, _axes(x, dim), keepdim, _sum_dtype(x, dtype))
+
+
+def mean(x: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+    dt = D.as_dtype(dtype) if dtype is not None else x._dtype
+    if dt.kind != "f":
+        raise RuntimeError(
+            f"mean(): could not infer output dtype. Input dtype must be either a floating "
+            f"point or complex dtype. Got: {x._dtype.name}"
+        )
+    axes = _axes(x, dim)
+    n = prod(x._shape[a] for a in axes)
+    s = reduce("sum", x, axes, keepdim, dt)
+    return E.div(s, n) if n else E.mul(s, math.nan)
+
+
+def _nonempty(op: str, x: Tensor, axes: tuple[int, ...]) -> None:
+    if any(x._shape[a] == 0 for a in axes) or (not axes and x.ndim and prod(x._shape) == 0):
+        raise RuntimeError(
+            f"{op}(): Expected reduction dim to be specified for input.numel() == 0 "
+            f"(shape {tuple(x._shape)}); specify a dim of non-zero size"
+        )
+
+
+def amax(x: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor:
+    axes = _axes(x, None if dim == () else dim)
+    _nonempty("amax", x, axes)
+    return reduce("max", x, axes, keepdim)
+
+
+def amin(x: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor:
+    axes = _axes(x, None if dim == () else dim)
+    _nonempty("amin", x, axes)
+    return reduce("min", x, axes, keepdim)
+
+
+def _arg(op: str, x: Tensor, dim: Any, keepdim: bool) -> Tensor:
+    if dim is None:
+        flat = contiguous(x).reshape(-1) if x.ndim != 1 else x
+        _nonempty(op, flat, (0,))
+        res = empty((1,), D.int64, x._device)
+        kernel(x._device, op)(res._h, view_of(flat), 0)
+        out = as_view(res, (), (), 0)
+        return as_view(res, (1,) * x.ndim, (1,) * x.ndim, 0) if keepdim else out
+    axis = normalize_dim(dim, x.ndim)
+    if x.ndim == 0:
+        return E.zeros_scalar_like(cast(x, D.int64))
+    _nonempty(op, x, (axis,))
+    kshape = tuple(1 if i == axis else n for i, n in enumerate(x._shape))
+    res = empty(kshape, D.int64, x._device)
+    kernel(x._device, op)(res._h, view_of(x), axis)
+    return res if keepdim else drop_axes(res, (axis,))
+
+
+def argmax(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    return _arg("argmax", x, dim, keepdim)
+
+
+def argmin(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    return _arg("argmin", x, dim, keepdim)
+
+
+def max(x: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
+    """``max(x)`` -> the largest value; ``max(x, dim)`` -> (values, indices);
+    ``max(x, other)`` -> elementwise maximum."""
+    if type(dim) is Tensor:
+        return E.maximum(x, dim)
+    if dim is None:
+        return amax(x)
+    return max_result(amax(x, dim, keepdim), argmax(x, dim, keepdim))
+
+
+def min(x: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
+    if type(dim) is Tensor:
+        return E.minimum(x, dim)
+    if dim is None:
+        return amin(x)
+    return min_result(amin(x, dim, keepdim), argmin(x, dim, keepdim))
+
+
+def var(x: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
+        correction: Any = None) -> Tensor:
+    if correction is None:
+        correction = 1 if unbiased is None or unbiased else 0
+    x = E._float(x)
+    axes = _axes(x, dim)
+    n = prod(x._shape[a] for a in axes)
+    mu = reduce("sum", x, axes, True)
+    mu = E.div(mu, n) if n else mu
+    d = E.sub(x, mu)
+    ss = reduce("sum", E.mul(d, d), axes, keepdim)
+    return E.div(ss, float(n - correction)) if n - correction > 0 else E.mul(ss, math.nan)
+
+
+def std(x: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
+        correction: Any = None) -> Tensor:
+    return E.sqrt(var(x, dim, unbiased, keepdim, correction=correction))
+
+
+def var_mean(x: Tensor, dim: Any = None, *, correction: Any = 1, keepdim: bool = False) -> tuple[Tensor, Tensor]:
+    return var(x, dim, keepdim=keepdim, correction=correction), mean(E._float(x), dim, keepdim)
+
+
+def all(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001
+    b = cast(x, D.bool_)
+    if prod(x._shape) == 0 and dim is None:
+        return E._full_bool(empty((), D.bool_, x._device), True)
+    return reduce("min", b, _axes(x, dim), keepdim)
+
+
+def any(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001
+    b = cast(x, D.bool_)
+    if prod(x._shape) == 0 and dim is None:
+        return E._full_bool(empty((), D.bool_, x._device), False)
+    return reduce("max", b, _axes(x, dim), keepdim)
+
+
+def logsumexp(x: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
+    x = E._float(x)
+    axes = _axes(x, dim)
+    m = reduce("max", x, axes, True)
+    m = E.where(E.isinf(m), 0.0, m)  # all -inf (or +inf) rows: avoid inf - inf
+    s = reduce("sum", E.exp(E.sub(x, m)), axes, True)
+    out = E.add(E.log(s), m)
+    return out if keepdim else drop_axes(out, axes)
+
+
+def softmax(x: Tensor, dim: int, dtype: Any = None) -> Tensor:
+    x = cast(x, D.as_dtype(dtype)) if dtype is not None else E._float(x)
+    axes = (normalize_dim(dim, x.ndim),) if x.ndim else ()
+    e = E.exp(E.sub(x, reduce("max", x, axes, True)))
+    return E.div(e, reduce("sum", e, axes, True))
+
+
+def log_softmax(x: Tensor, dim: int, dtype: Any = None) -> Tensor:
+    x = cast(x, D.as_dtype(dtype)) if dtype is not None else E._float(x)
+    axes = (normalize_dim(dim, x.ndim),) if x.ndim else ()
+    shifted = E.sub(x, reduce("max", x, axes, True))
+    return E.sub(shifted, E.log(reduce("sum", E.exp(shifted), axes, True)))
+
+
+def cumsum(x: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
+    x = cast(x, _sum_dtype(x, dtype))
+    if x.ndim == 0:
+        return x.clone()
+    axis = normalize_dim(dim, x.ndim)
+    k = x._device.kernels.get("cumsum")
+    if k is not None:
+        out = empty(x._shape, x._dtype, x._device)
+        k(out._h, view_of(x), axis)
+        return out
+    # Hillis-Steele scan: log2(n) shifted adds over views, all primitives.
+    out = x.clone()
+    n, shift = x._shape[axis], 1
+    while shift < n:
+        prev = out.clone()
+        out.narrow(axis, shift, n - shift).add_(prev.narrow(axis, 0, n - shift))
+        shift *= 2
+    return out
+
+
+def cumprod(x: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
+    x = cast(x, _sum_dtype(x, dtype))
+    axis = normalize_dim(dim, x.ndim)
+    out = x.clone()
+    n, shift = x._shape[axis] if x.ndim else 1, 1
+    while shift < n:
+        prev = out.clone()
+        out.narrow(axis, shift, n - shift).mul_(prev.narrow(axis, 0, n - shift))
+        shift *= 2
+    return out
+
+
+def norm(x: Tensor, p: Any = "fro", dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
+    x = cast(x, D.as_dtype(dtype)) if dtype is not None else E._float(x)
+    axes = _axes(x, dim)
+    if p in ("fro", 2, 2.0):
+        return E.sqrt(reduce("sum", E.mul(x, x), axes, keepdim))
+    if p in (math.inf, "inf"):
+        return reduce("max", E.abs(x), axes, keepdim)
+    if p in (-math.inf, "-inf"):
+        return reduce("min", E.abs(x), axes, keepdim)
+    if p == 1:
+        return reduce("sum", E.abs(x), axes, keepdim)
+    if p == 0:
+        return reduce("sum", cast(E.ne(x, 0), x._dtype), axes, keepdim)
+    if isinstance(p, (int, float)):
+        return E.pow(reduce("sum", E.pow(E.abs(x), float(p)), axes, keepdim), 1.0 / p)
+    raise ValueError(f"norm: unsupported p={p!r}")
+
+
+def count_nonzero(x: Tensor, dim: Any = None) -> Tensor:
+    return reduce("sum", cast(E.ne(x, 0), D.int64), _axes(x, dim), False)
+
+
+METHODS = ["sum", "mean", "amax", "amin", "argmax", "argmin", "max", "min", "var", "std",
+           "all", "any", "logsumexp", "softmax", "log_softmax", "cumsum", "cumprod",
+           "norm", "count_nonzero"]

@@ -1,0 +1,290 @@
+"""``Tensor``: a strided window (shape, strides, offset, dtype) on a ``Storage``.
+
+The class holds layout and conversions; every op lives in ``rtxcore/ops/`` and is
+bound here in one block at the bottom, one line per method.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .dispatch.types import DType
+from .shape import Shape, is_contiguous, prod
+
+
+class Storage:
+    """A backend buffer on one device. Views share it; ``version`` counts
+    in-place writes (autograd checks it)."""
+
+    __slots__ = ("buffer", "device", "version", "__weakref__")
+
+    def __init__(self, buffer: Any, device: Any) -> None:
+        self.buffer = buffer
+        self.device = device
+        self.version = 0
+
+
+class Tensor:
+    __slots__ = ("_storage", "_shape", "_strides", "_offset", "_dtype", "_device",
+                 "_h", "_ag", "__weakref__")
+
+    _storage: Storage
+    _shape: tuple[int, ...]
+    _strides: tuple[int, ...]
+    _offset: int
+    _dtype: DType
+    _h: Any  # the backend's native view, built on first use
+    _ag: Any  # autograd metadata; None for tensors outside any graph
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError(
+            "create tensors with rtxcore.tensor(data), rtxcore.zeros(shape), "
+            "rtxcore.empty(shape), ... rather than Tensor(...)"
+        )
+
+    # -- layout -------------------------------------------------------------------
+
+    @property
+    def shape(self) -> Shape:
+        return Shape(self._shape)
+
+    def size(self, dim: int | None = None) -> Any:
+        if dim is None:
+            return Shape(self._shape)
+        return self._shape[_norm_dim(dim, len(self._shape))]
+
+    @property
+    def dtype(self) -> DType:
+        return self._dtype
+
+    @property
+    def device(self) -> Any:
+        return self._device
+
+    @property
+    def ndim(self) -> int:
+        return len(self._shape)
+
+    def dim(self) -> int:
+        return len(self._shape)
+
+    def numel(self) -> int:
+        return prod(self._shape)
+
+    nelement = numel
+
+    def stride(self, dim: int | None = None) -> Any:
+        if dim is None:
+            return self._strides
+        return self._strides[_norm_dim(dim, len(self._shape))]
+
+    def storage_offset(self) -> int:
+        return self._offset
+
+    def element_size(self) -> int:
+        return self._dtype.itemsize
+
+    @property
+    def itemsize(self) -> int:
+        return self._dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel() * self._dtype.itemsize
+
+    def is_contiguous(self) -> bool:
+        return is_contiguous(self._shape, self._strides)
+
+    @property
+    def is_floating_point_(self) -> bool:
+        return self._dtype.is_floating_point
+
+    def is_floating_point(self) -> bool:
+        return self._dtype.is_floating_point
+
+    @property
+    def is_cpu(self) -> bool:
+        return self._device.type == "cpu"
+
+    def __len__(self) -> int:
+        if not self._shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self._shape[0]
+
+    def __iter__(self) -> Any:
+        if not self._shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return iter(self.unbind(0))
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __bool__(self) -> bool:
+        if prod(self._shape) != 1:
+            raise RuntimeError(
+                f"Boolean value of Tensor with more than one value is ambiguous "
+                f"(shape {tuple(self._shape)}); use .any() or .all()"
+            )
+        return bool(self.item())
+
+    def __float__(self) -> float:
+        return float(self._one("float"))
+
+    def __int__(self) -> int:
+        return int(self._one("int"))
+
+    def __index__(self) -> int:
+        if self._dtype.kind not in "iub":
+            raise TypeError(f"only integer tensors can be converted to an index, not {self._dtype.name}")
+        return int(self._one("index"))
+
+    def _one(self, what: str) -> Any:
+        if prod(self._shape) != 1:
+            raise RuntimeError(
+                f"only one-element tensors can be converted to Python scalars "
+                f"({what}() of a tensor of shape {tuple(self._shape)})"
+            )
+        return self.item()
+
+    def __repr__(self) -> str:
+        from ._format import format_tensor
+
+        return format_tensor(self)
+
+    __str__ = __repr__
+
+    def __format__(self, spec: str) -> str:
+        if not self._shape and spec:
+            return format(self.item(), spec)
+        return repr(self)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        arr = self.numpy() if self._device.type == "cpu" else self.cpu().numpy()
+        if dtype is not None:
+            arr = arr.astype(dtype, copy=False)
+        return arr
+
+    def __reduce_ex__(self, protocol: int) -> Any:
+        from .ops.creation import _rebuild
+
+        return (_rebuild, (self.numpy() if self.is_cpu else self.cpu().numpy(), str(self._device)))
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> "Tensor":
+        out = self.clone()
+        memo[id(self)] = out
+        return out
+
+    def __copy__(self) -> "Tensor":
+        return self.clone()
+
+    @property
+    def T(self) -> "Tensor":
+        return self.permute(*range(self.ndim - 1, -1, -1))
+
+    @property
+    def mT(self) -> "Tensor":
+        if self.ndim < 2:
+            raise RuntimeError(f"tensor.mT is only supported on matrices or batches of matrices. Got {self.ndim}-D tensor.")
+        return self.transpose(-2, -1)
+
+    @property
+    def mH(self) -> "Tensor":
+        return self.mT
+
+    # Without autograd every tensor is a leaf that needs no grad (the autograd
+    # issue replaces these with the real thing).
+    @property
+    def requires_grad(self) -> bool:
+        return False
+
+    @property
+    def grad_fn(self) -> Any:
+        return None
+
+    @property
+    def is_leaf(self) -> bool:
+        return True
+
+    def detach(self) -> "Tensor":
+        from .ops.core import as_view
+
+        return as_view(self, self._shape, self._strides, self._offset)
+
+    @property
+    def data(self) -> "Tensor":
+        return self.detach()
+
+
+def _norm_dim(dim: int, ndim: int) -> int:
+    from .shape import normalize_dim
+
+    return normalize_dim(dim, ndim)
+
+
+# -- the method block: every op is a function in rtxcore/ops; these bind them ----
+
+from .ops import creation as _c  # noqa: E402
+from .ops import elementwise as _e  # noqa: E402
+from .ops import indexing as _i  # noqa: E402
+from .ops import linalg as _l  # noqa: E402
+from .ops import reduction as _r  # noqa: E402
+from .ops import views as _v  # noqa: E402
+
+T = Tensor
+# arithmetic operators
+T.__add__ = T.__radd__ = _e.add
+T.__sub__ = _e.sub
+T.__rsub__ = lambda a, b: _e.sub(b, a)
+T.__mul__ = T.__rmul__ = _e.mul
+T.__truediv__ = _e.div
+T.__rtruediv__ = lambda a, b: _e.div(b, a)
+T.__floordiv__ = _e.floor_divide
+T.__rfloordiv__ = lambda a, b: _e.floor_divide(b, a)
+T.__mod__ = _e.remainder
+T.__rmod__ = lambda a, b: _e.remainder(b, a)
+T.__pow__ = _e.pow
+T.__rpow__ = lambda a, b: _e.pow(b, a)
+T.__matmul__ = _l.matmul
+T.__rmatmul__ = lambda a, b: _l.matmul(b, a)
+T.__neg__ = _e.neg
+T.__pos__ = lambda a: a
+T.__abs__ = _e.abs
+T.__invert__ = _e.bitwise_not
+T.__and__ = T.__rand__ = _e.logical_and_bitwise
+T.__or__ = T.__ror__ = _e.logical_or_bitwise
+T.__xor__ = T.__rxor__ = _e.logical_xor_bitwise
+T.__iadd__ = _e.add_
+T.__isub__ = _e.sub_
+T.__imul__ = _e.mul_
+T.__itruediv__ = _e.div_
+T.__ifloordiv__ = _e.floor_divide_
+T.__imod__ = _e.remainder_
+T.__ipow__ = _e.pow_
+# comparisons
+T.__eq__ = _e.eq
+T.__ne__ = _e.ne
+T.__lt__ = _e.lt
+T.__le__ = _e.le
+T.__gt__ = _e.gt
+T.__ge__ = _e.ge
+# elementwise methods (x.exp(), x.add_(y), ...)
+for _name in _e.METHODS:
+    setattr(T, _name, getattr(_e, _name))
+for _name in _r.METHODS:
+    setattr(T, _name, getattr(_r, _name))
+for _name in _v.METHODS:
+    setattr(T, _name, getattr(_v, _name))
+for _name in _i.METHODS:
+    setattr(T, _name, getattr(_i, _name))
+for _name in _l.METHODS:
+    setattr(T, _name, getattr(_l, _name))
+for _name in _c.METHODS:
+    setattr(T, _name, getattr(_c, _name))
+T.where = _e.where_method
+T.contiguous = _v.contiguous_method
+T.prod = _r.prod_
+for _name, _dt in _c.CONVERSIONS.items():
+    setattr(T, _name, _c._converter(_dt))
+T.__getitem__ = _i.getitem
+T.__setitem__ = _i.setitem
+del T, _name, _dt
