@@ -27,8 +27,8 @@ def rtx_backends() -> list[Any]:
         only contributes kernels to other backends.
 
     Called: once per table build. If two plugins return a backend with the same
-    ``name``, the first one called wins and the other is reported by
-    ``rtx info`` as a conflict.
+    ``name``, the one registered first keeps it; the other is reported by
+    ``rtx info`` as a conflict and ignored.
 
     Example::
 

@@ -141,7 +141,9 @@ class Registry:
     def _rebuild(self) -> None:
         self.problems = []
         backends: dict[str, BackendEntry] = {}
-        for impl in self._impls("rtx_backends"):
+        # Backends in registration order: a device name stays with the plugin that
+        # had it first (a later plugin cannot take "cpu" over).
+        for impl in reversed(self._impls("rtx_backends")):
             try:
                 found = impl.function()
             except Exception as exc:

@@ -54,7 +54,7 @@ def _numpy_from_data(data: Any, dtype: D.DType | None) -> np.ndarray:
             raise TypeError(f"unsupported data type {arr.dtype} in tensor()")
     if dtype.kind in "iu" and arr.dtype.kind == "f":
         arr = np.trunc(arr)
-    return np.ascontiguousarray(arr.astype(dtype.numpy, copy=False))
+    return np.require(arr.astype(dtype.numpy, copy=False), requirements="C")
 
 
 def tensor(data: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
@@ -403,7 +403,7 @@ def to(x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
         return cast(x, dt)
     # across devices: through the host, unless a plugin offers a direct copy
     src = cast(x, dt) if not dev.supports(x._dtype) else x
-    host = np.ascontiguousarray(_host(src))
+    host = np.require(_host(src), requirements="C")
     if not host.flags.owndata or host.base is not None:
         host = host.copy()  # never let the destination alias the source
     out = from_host(host, dev)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import builtins
 import math
 from collections import namedtuple
 from typing import Any
@@ -13,8 +14,10 @@ from ..tensor import Tensor
 from . import elementwise as E
 from .core import as_view, cast, contiguous, drop_axes, empty, kernel, reduce, view_of
 
-values_indices = namedtuple("values_indices", ["values", "indices"])
-max_result = min_result = sort_result = topk_result = values_indices
+max_result = namedtuple("max", ["values", "indices"])
+min_result = namedtuple("min", ["values", "indices"])
+sort_result = namedtuple("sort", ["values", "indices"])
+topk_result = namedtuple("topk", ["values", "indices"])
 
 
 def _axes(x: Tensor, dim: Any) -> tuple[int, ...]:
@@ -51,7 +54,7 @@ def mean(x: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None
 
 
 def _nonempty(op: str, x: Tensor, axes: tuple[int, ...]) -> None:
-    if any(x._shape[a] == 0 for a in axes) or (not axes and x.ndim and prod(x._shape) == 0):
+    if builtins.any(x._shape[a] == 0 for a in axes) or (not axes and x.ndim and prod(x._shape) == 0):
         raise RuntimeError(
             f"{op}(): Expected reduction dim to be specified for input.numel() == 0 "
             f"(shape {tuple(x._shape)}); specify a dim of non-zero size"

@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Set up a virtual environment and run rtxcore's main job or its tests.
+
+    python3 dev.py demo     # set up .venv, install rtxcore + rtx-cpu, run the demo
+    python3 dev.py test     # set up .venv with the test tools, run the whole suite
+    python3 dev.py bench    # set up (with PyTorch for comparison), run benchmarks/ops.py
+
+Needs only python3 (3.10+). Installs are skipped when nothing they depend on changed.
+Extra arguments after the command go to the program it runs (pytest, the demo, ...).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+PY = VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+PACKAGES = [".", "backends/rtx_cpu"]
+EXTRAS = {
+    "demo": [],
+    "test": ["pytest>=7", "hypothesis>=6"],
+    "bench": ["torch==2.13.0"],
+}
+
+
+def run(cmd: list[str], **kw: object) -> None:
+    print("+", " ".join(str(c) for c in cmd), flush=True)
+    subprocess.run(cmd, check=True, cwd=ROOT, **kw)  # type: ignore[arg-type]
+
+
+def setup(kind: str) -> None:
+    if not PY.exists():
+        print(f"creating {VENV}", flush=True)
+        venv.EnvBuilder(with_pip=True).create(VENV)
+        run([str(PY), "-m", "pip", "install", "-q", "--upgrade", "pip"])
+    extras = EXTRAS[kind]
+    key = hashlib.sha256()
+    for pkg in PACKAGES:
+        key.update((ROOT / pkg / "pyproject.toml").read_bytes())
+    key.update(" ".join(extras).encode())
+    stamp = VENV / f".rtx-installed-{kind}"
+    if stamp.exists() and stamp.read_text() == key.hexdigest():
+        return
+    editable = [a for pkg in PACKAGES for a in ("-e", pkg)]
+    run([str(PY), "-m", "pip", "install", "-q", *editable, *extras])
+    stamp.write_text(key.hexdigest())
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in ("demo", "test", "bench", "setup"):
+        print(__doc__)
+        return 2
+    cmd, rest = argv[0], argv[1:]
+    setup("test" if cmd == "setup" else cmd)
+    if cmd == "demo":
+        run([str(PY), "examples/demo.py", *rest])
+    elif cmd == "test":
+        run([str(PY), "-m", "pytest", *rest])
+    elif cmd == "bench":
+        setup("test")
+        run([str(PY), "benchmarks/ops.py", *rest])
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except subprocess.CalledProcessError as exc:
+        sys.exit(exc.returncode)

@@ -1,0 +1,35 @@
+"""One ``device`` fixture runs every test that asks for it on every available
+device of every installed backend, so a new backend inherits the whole suite.
+
+RTX_TEST_DEVICES=cpu,opencl:0 restricts the set.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from rtxcore.testing import available_devices
+
+
+def _devices() -> list[str]:
+    raw = os.environ.get("RTX_TEST_DEVICES")
+    if raw:
+        return [d.strip() for d in raw.split(",") if d.strip()]
+    return available_devices()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "device" in metafunc.fixturenames:
+        metafunc.parametrize("device", _devices())
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return "rtxcore devices under test: " + ", ".join(_devices())
+
+
+def supports(device: str, dtype) -> bool:
+    import rtxcore
+
+    return rtxcore.device(device).supports(dtype)
