@@ -47,10 +47,15 @@ def normalize_dim(dim: int, ndim: int, what: str = "dimension") -> int:
     return dim % n if ndim > 0 else 0
 
 
+_ALL_AXES = [tuple(range(n)) for n in range(9)]
+
+
 def normalize_dims(dim: int | Sequence[int] | None, ndim: int) -> tuple[int, ...]:
     """Sorted distinct non-negative axes; None means all."""
     if dim is None:
-        return tuple(range(ndim))
+        return _ALL_AXES[ndim] if ndim < 9 else tuple(range(ndim))
+    if type(dim) is int and -ndim <= dim < ndim:
+        return (dim % ndim,)
     if isinstance(dim, int):
         return (normalize_dim(dim, ndim),) if ndim else ()
     axes = sorted({normalize_dim(d, ndim) for d in dim}) if ndim else []

@@ -179,7 +179,7 @@ class Tensor:
 
     @property
     def T(self) -> "Tensor":
-        return self.permute(*range(self.ndim - 1, -1, -1))
+        return _as_view(self, self._shape[::-1], self._strides[::-1], self._offset)
 
     @property
     def mT(self) -> "Tensor":
@@ -229,6 +229,7 @@ from .ops import indexing as _i  # noqa: E402
 from .ops import linalg as _l  # noqa: E402
 from .ops import reduction as _r  # noqa: E402
 from .ops import views as _v  # noqa: E402
+from .ops.core import as_view as _as_view  # noqa: E402
 
 T = Tensor
 # arithmetic operators

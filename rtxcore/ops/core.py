@@ -244,6 +244,21 @@ def binary(op: str, x: Any, y: Any, kind: int = SAME, out: Tensor | None = None)
     """
     tx, ty = type(x) is Tensor, type(y) is Tensor
     if tx and ty:
+        # Fast path (most ops): same device, dtype and non-empty shape, new output.
+        dt, shape = x._dtype, x._shape
+        dev = x._device
+        if (y._dtype is dt and y._shape == shape and shape and out is None
+                and y._device is dev and (kind != FLOAT or dt.kind == "f")):
+            k = dev.kernels.get(op)
+            if k is not None:
+                odt = _bool if kind == TO_BOOL else dt
+                if odt not in dev._dtypes:
+                    check_dtype(odt, dev)
+                buf, h = dev.kernels["empty"](shape, odt, dev.index)
+                a = x._h
+                b = y._h
+                k(h, view_of(x) if a is None else a, view_of(y) if b is None else b)
+                return make(Storage(buf, dev), shape, cstrides(shape), 0, odt, dev, h)
         dev = x._device
         if y._device is not dev:
             raise mixed_devices(op, x, y)
@@ -253,6 +268,19 @@ def binary(op: str, x: Any, y: Any, kind: int = SAME, out: Tensor | None = None)
         xs, ys = x._shape, y._shape
         shape = xs if xs == ys else broadcast_shapes(xs, ys)
     elif tx:
+        ys = type(y)
+        if ys is float and x._dtype.kind == "f" and out is None:
+            # Fast path: float tensor with a Python float (x * 0.5).
+            dev, shape, dt = x._device, x._shape, x._dtype
+            k = dev.kernels.get(op)
+            if k is not None:
+                odt = _bool if kind == TO_BOOL else dt
+                if odt not in dev._dtypes:
+                    check_dtype(odt, dev)
+                buf, h = dev.kernels["empty"](shape, odt, dev.index)
+                a = x._h
+                k(h, view_of(x) if a is None else a, y)
+                return make(Storage(buf, dev), shape, cstrides(shape), 0, odt, dev, h)
         if not is_scalar(y):
             raise bad_operand(op, y)
         dev, shape = x._device, x._shape
@@ -315,16 +343,32 @@ def reduce(op: str, x: Tensor, axes: tuple[int, ...], keepdim: bool,
     if dtype is not None and dtype is not x._dtype:
         x = cast(x, dtype)
     shape = x._shape
-    kshape = tuple(1 if i in axes else n for i, n in enumerate(shape))
-    res = empty(kshape, x._dtype, x._device)
-    kernel(x._device, op)(res._h, view_of(x), axes)
+    ndim = len(shape)
+    dev = x._device
+    if len(axes) == ndim:  # everything: the common loss.sum() case
+        kshape = _ONES[ndim] if ndim < 8 else (1,) * ndim
+        dt = x._dtype
+        buf, h = dev.kernels["empty"](kshape, dt, dev.index)
+        (dev.kernels.get(op) or kernel(dev, op))(h, view_of(x), axes)
+        if keepdim:
+            return make(Storage(buf, dev), kshape, cstrides(kshape), 0, dt, dev, h)
+        return make(Storage(buf, dev), (), (), 0, dt, dev)
+    kshape = tuple([1 if i in axes else n for i, n in enumerate(shape)])
+    res = empty(kshape, x._dtype, dev)
+    (dev.kernels.get(op) or kernel(dev, op))(res._h, view_of(x), axes)
     return res if keepdim else drop_axes(res, axes)
+
+
+_ONES = [(1,) * n for n in range(8)]
 
 
 def drop_axes(t: Tensor, axes: tuple[int, ...]) -> Tensor:
     """View of ``t`` without the (size-1) dims in ``axes``."""
     if not axes:
         return t
+    if len(axes) == 1:
+        a = axes[0]
+        return as_view(t, t._shape[:a] + t._shape[a + 1:], t._strides[:a] + t._strides[a + 1:], t._offset)
     shape = tuple(n for i, n in enumerate(t._shape) if i not in axes)
     strides = tuple(s for i, s in enumerate(t._strides) if i not in axes)
     return as_view(t, shape, strides, t._offset)

@@ -175,6 +175,14 @@ def getitem(x: Tensor, key: Any) -> Tensor:
         if not -size <= key < size:
             raise IndexError(f"index {key} is out of bounds for dimension 0 with size {size}")
         return as_view(x, x._shape[1:], x._strides[1:], x._offset + (key % size) * x._strides[0])
+    if type(key) is slice and x._shape and (key.step is None or key.step > 0):
+        # fast path: x[a:b:c]
+        size = x._shape[0]
+        start, stop, step = key.indices(size)
+        n = max(0, -(-(stop - start) // step))
+        stride0 = x._strides[0]
+        return as_view(x, (n,) + x._shape[1:], (stride0 * step,) + x._strides[1:],
+                       x._offset + (start * stride0 if n else 0))
     v, adv = _basic(x, key)
     if not adv:
         return v

@@ -10,7 +10,7 @@ from .. import dtype as D
 from ..shape import broadcast_shapes
 from ..tensor import Tensor
 from . import views as V
-from .core import as_view, bad_operand, cast, empty, expand_to, kernel, mixed_devices
+from .core import as_view, bad_operand, cast, empty, expand_to, kernel, mixed_devices, view_of
 
 
 def _fmt(shape: tuple[int, ...]) -> str:
@@ -22,7 +22,26 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         raise bad_operand("matmul", b if type(a) is Tensor else a)
     if a._device is not b._device:
         raise mixed_devices("matmul", a, b)
-    na, nb = a.ndim, b.ndim
+    na, nb = len(a._shape), len(b._shape)
+    dev = a._device
+    if na == 2 and nb == 2 and a._dtype is b._dtype:
+        # fast path: a plain matrix product
+        (n, k), (k2, m) = a._shape, b._shape
+        if k == k2:
+            out = empty((n, m), a._dtype, dev)
+            (dev.kernels.get("matmul") or kernel(dev, "matmul"))(out._h, view_of(a), view_of(b))
+            return out
+    elif na == 1 and nb == 1 and a._dtype is b._dtype and a._shape == b._shape:
+        # fast path: a dot product, as a (1, k) @ (k, 1) matmul on views
+        (k,) = a._shape
+        view = dev.view
+        res = empty((1, 1), a._dtype, dev)
+        (dev.kernels.get("matmul") or kernel(dev, "matmul"))(
+            res._h,
+            view(a._storage.buffer, (1, k), (0, a._strides[0]), a._offset, a._dtype),
+            view(b._storage.buffer, (k, 1), (b._strides[0], 0), b._offset, b._dtype),
+        )
+        return as_view(res, (), (), 0)
     if na == 0 or nb == 0:
         raise RuntimeError(
             f"both arguments to matmul need to be at least 1D, but they are {na}D and {nb}D"

@@ -30,8 +30,16 @@ class CPUBackend(Backend):
 
     def view(self, buffer: np.ndarray, shape: tuple[int, ...], strides: tuple[int, ...],
              offset: int, dtype: DType) -> np.ndarray:
-        isz = buffer.itemsize
-        return np.ndarray(shape, buffer.dtype, buffer, offset * isz, [s * isz for s in strides])
+        isz = dtype.itemsize
+        n = len(strides)
+        # spelled out for the common ranks: this runs for every new view
+        if n == 2:
+            st: Any = (strides[0] * isz, strides[1] * isz)
+        elif n == 1:
+            st = (strides[0] * isz,)
+        else:
+            st = [s * isz for s in strides]
+        return np.ndarray(shape, dtype.numpy, buffer, offset * isz, st)
 
 
 @hookimpl

@@ -18,16 +18,16 @@ warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"rtx_cpu\.ker
 # -- memory -------------------------------------------------------------------------
 
 
+# A buffer is any C-contiguous ndarray; views are ndarrays built over it.
+
+
 def empty(shape: tuple[int, ...], dtype: Any, index: int) -> tuple[np.ndarray, np.ndarray]:
-    n = 1
-    for s in shape:
-        n *= s
-    flat = np.empty(n, dtype.numpy)
-    return flat, flat.reshape(shape)
+    a = np.empty(shape, dtype.numpy)
+    return a, a
 
 
 def from_host(arr: np.ndarray, index: int) -> tuple[np.ndarray, np.ndarray]:
-    return arr.reshape(-1), arr  # shares the caller's array: the host is our device
+    return arr, arr  # shares the caller's array: the host is our device
 
 
 def to_host(x: np.ndarray) -> np.ndarray:
@@ -72,19 +72,15 @@ def normal(out: np.ndarray, mean: float, std: float, seed: int, offset: int) -> 
 # -- reductions, matmul, indexing ------------------------------------------------------
 
 
-def _reduction(fn: Any) -> Any:
+def _reduction(ufunc: Any) -> Any:
+    # ufunc.reduce directly: np.sum's Python wrapper costs more than a tiny sum
+    reduce = ufunc.reduce
+
     def kernel(out: np.ndarray, x: np.ndarray, axes: tuple[int, ...]) -> None:
         if x.dtype == np.float16:  # accumulate in float32, as PyTorch does
-            fn(x, axis=axes, keepdims=True, out=out, dtype=np.float32)
+            reduce(x, axes, np.float32, out, True)
         else:
-            fn(x, axis=axes, keepdims=True, out=out)
-
-    return kernel
-
-
-def _minmax(fn: Any) -> Any:
-    def kernel(out: np.ndarray, x: np.ndarray, axes: tuple[int, ...]) -> None:
-        fn(x, axis=axes, keepdims=True, out=out)
+            reduce(x, axes, None, out, True)
 
     return kernel
 
@@ -155,8 +151,8 @@ KERNELS = {
     # ternary
     "where": lambda out, c, x, y: np.copyto(out, np.where(c, x, y)),
     # reductions
-    "sum": _reduction(np.sum), "prod": _reduction(np.prod),
-    "max": _minmax(np.max), "min": _minmax(np.min),
+    "sum": _reduction(np.add), "prod": _reduction(np.multiply),
+    "max": _reduction(np.maximum), "min": _reduction(np.minimum),
     "argmax": lambda out, x, axis: np.argmax(x, axis=axis, keepdims=True, out=out),
     "argmin": lambda out, x, axis: np.argmin(x, axis=axis, keepdims=True, out=out),
     "matmul": lambda out, a, b: np.matmul(a, b, out=out),
