@@ -12,9 +12,12 @@ import numpy as np
 
 from rtxcore.dispatch import Backend, DType, hookimpl
 
+from . import memory
 from .kernels import KERNELS
+from .memory import empty_cache
 
 __version__ = "0.1.0"
+__all__ = ["CPUBackend", "empty_cache"]
 
 
 class CPUBackend(Backend):
@@ -26,7 +29,8 @@ class CPUBackend(Backend):
         return platform.processor() or platform.machine() or "cpu"
 
     def properties(self, index: int) -> dict[str, Any]:
-        return {"cores": os.cpu_count(), "numpy": np.__version__}
+        return {"cores": os.cpu_count(), "numpy": np.__version__,
+                "buffer pool": "on" if memory._enabled else "off"}
 
     def view(self, buffer: np.ndarray, shape: tuple[int, ...], strides: tuple[int, ...],
              offset: int, dtype: DType) -> np.ndarray:

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from . import memory
+
 # PyTorch computes log(0) = -inf and 1/0 = inf silently; so do we. Only warnings
 # raised from this module are ignored, and at no per-op cost (np.errstate costs
 # about 1 us a call, more than a tiny add).
@@ -22,7 +24,7 @@ warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"rtx_cpu\.ker
 
 
 def empty(shape: tuple[int, ...], dtype: Any, index: int) -> tuple[np.ndarray, np.ndarray]:
-    a = np.empty(shape, dtype.numpy)
+    a = memory.empty(shape, dtype.numpy)
     return a, a
 
 

@@ -1,0 +1,55 @@
+"""rtx_cpu specifics: zero-copy views and numpy(), and its large-buffer pool."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+import rtxcore as rc
+from rtxcore.testing import assert_close
+
+memory = pytest.importorskip("rtx_cpu.memory")
+
+
+def test_numpy_shares_memory_with_views():
+    x = rc.arange(12, dtype=rc.float32).reshape(3, 4)
+    v = x.t()[1:]
+    arr = v.numpy()
+    arr[0, 0] = 100.0
+    assert x[0, 1].item() == 100.0
+    assert np.shares_memory(arr, x.numpy())
+
+
+def test_pool_reuses_large_buffers_and_never_while_alive():
+    n = memory.POOL_MIN_BYTES // 4 * 2  # float32 elements: above the pool threshold
+    memory.empty_cache()
+    a = rc.ones(n)
+    b = a + 1
+    b_addr = b.numpy().ctypes.data
+    del b
+    gc.collect()
+    assert memory.kept_bytes() >= n * 4
+    hits = memory.stats["hits"]
+    c = a * 3  # same size: should reuse b's buffer
+    assert memory.stats["hits"] == hits + 1
+    assert c.numpy().ctypes.data == b_addr
+    d = a * 5  # c is alive: must get different memory
+    assert d.numpy().ctypes.data != c.numpy().ctypes.data
+    assert_close(c, np.full(n, 3, np.float32))
+    assert_close(d, np.full(n, 5, np.float32))
+    # a view keeps the buffer alive: its memory is not handed out again
+    view = (a + 7)[::2]
+    gc.collect()
+    e = a * 9
+    assert not np.shares_memory(e.numpy(), view.numpy())
+    assert_close(view, np.full(n // 2, 8, np.float32))
+    assert memory.empty_cache() >= 0 and memory.kept_bytes() == 0
+
+
+def test_small_buffers_bypass_the_pool():
+    hits, misses = memory.stats["hits"], memory.stats["misses"]
+    for _ in range(10):
+        rc.ones(16) + 1
+    assert (memory.stats["hits"], memory.stats["misses"]) == (hits, misses)
