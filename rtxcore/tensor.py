@@ -36,6 +36,9 @@ class Tensor:
     _h: Any  # the backend's native view, built on first use
     _ag: Any  # autograd metadata; None for tensors outside any graph
 
+    # NumPy defers to our reflected operators: ndarray + Tensor gives a Tensor
+    __array_priority__ = 1000
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError(
             "create tensors with rtxcore.tensor(data), rtxcore.zeros(shape), "
@@ -94,10 +97,6 @@ class Tensor:
 
     def is_contiguous(self) -> bool:
         return is_contiguous(self._shape, self._strides)
-
-    @property
-    def is_floating_point_(self) -> bool:
-        return self._dtype.is_floating_point
 
     def is_floating_point(self) -> bool:
         return self._dtype.is_floating_point

@@ -171,6 +171,18 @@ def _is_np_scalar(v: Any) -> bool:
     return isinstance(v, (np.integer, np.floating, np.bool_))
 
 
+def _operand_tensor(op: str, v: Any, like: Tensor) -> Tensor:
+    """A NumPy array operand as a tensor on ``like``'s device (PyTorch accepts
+    ``tensor + ndarray``); anything else is a TypeError."""
+    import numpy as np
+
+    if not isinstance(v, np.ndarray):
+        raise bad_operand(op, v)
+    from .creation import tensor
+
+    return tensor(v, device=like._device)
+
+
 def mixed_devices(op: str, a: Tensor, b: Tensor) -> RuntimeError:
     return RuntimeError(
         f"{op}: expected all tensors on the same device, but found tensors on "
@@ -251,14 +263,9 @@ def binary(op: str, x: Any, y: Any, kind: int = SAME, out: Tensor | None = None)
                 and y._device is dev and (kind != FLOAT or dt.kind == "f")):
             k = dev.kernels.get(op)
             if k is not None:
-                odt = _bool if kind == TO_BOOL else dt
-                if odt not in dev._dtypes:
-                    check_dtype(odt, dev)
-                buf, h = dev.kernels["empty"](shape, odt, dev.index)
-                a = x._h
-                b = y._h
-                k(h, view_of(x) if a is None else a, view_of(y) if b is None else b)
-                return make(Storage(buf, dev), shape, cstrides(shape), 0, odt, dev, h)
+                a, b = x._h, y._h
+                return _fresh(k, dev, shape, _bool if kind == TO_BOOL else dt,
+                              view_of(x) if a is None else a, view_of(y) if b is None else b)
         dev = x._device
         if y._device is not dev:
             raise mixed_devices(op, x, y)
@@ -274,20 +281,16 @@ def binary(op: str, x: Any, y: Any, kind: int = SAME, out: Tensor | None = None)
             dev, shape, dt = x._device, x._shape, x._dtype
             k = dev.kernels.get(op)
             if k is not None:
-                odt = _bool if kind == TO_BOOL else dt
-                if odt not in dev._dtypes:
-                    check_dtype(odt, dev)
-                buf, h = dev.kernels["empty"](shape, odt, dev.index)
                 a = x._h
-                k(h, view_of(x) if a is None else a, y)
-                return make(Storage(buf, dev), shape, cstrides(shape), 0, odt, dev, h)
+                return _fresh(k, dev, shape, _bool if kind == TO_BOOL else dt,
+                              view_of(x) if a is None else a, y)
         if not is_scalar(y):
-            raise bad_operand(op, y)
+            return binary(op, x, _operand_tensor(op, y, x), kind, out)
         dev, shape = x._device, x._shape
         dt = D.promote_with_scalar(x._dtype, y)
     elif ty:
         if not is_scalar(x):
-            raise bad_operand(op, x)
+            return binary(op, _operand_tensor(op, x, y), y, kind, out)
         dev, shape = y._device, y._shape
         dt = D.promote_with_scalar(y._dtype, x)
     else:
@@ -299,10 +302,18 @@ def binary(op: str, x: Any, y: Any, kind: int = SAME, out: Tensor | None = None)
     b = expand_to(cast(y, dt), shape) if ty else scalar_for(y, dt)
     odt = _bool if kind == TO_BOOL else dt
     if out is None:
-        res = empty(shape, odt, dev)
-        k(res._h, a, b)
-        return res
+        return _fresh(k, dev, shape, odt, a, b)
     return _write_inplace(op, k, out, odt, (a, b), shape)
+
+
+def _fresh(k: Callable[..., Any], dev: Device, shape: tuple[int, ...], odt: DType,
+           a: Any, b: Any) -> Tensor:
+    """Run binary kernel ``k`` into a new contiguous tensor."""
+    if odt not in dev._dtypes:
+        check_dtype(odt, dev)
+    buf, h = dev.kernels["empty"](shape, odt, dev.index)
+    k(h, a, b)
+    return make(Storage(buf, dev), shape, cstrides(shape), 0, odt, dev, h)
 
 
 def where(cond: Tensor, x: Any, y: Any) -> Tensor:

@@ -99,7 +99,10 @@ def div(x: Any, y: Any, *, rounding_mode: str | None = None) -> Tensor:
             q = floor_divide(x, y)
             r = remainder(x, y)
             # floor and trunc differ where the signs differ and the division is inexact
-            fix = logical_and(ne(r, 0), ne(lt(_t(x, y, x), 0), lt(_t(x, y, y), 0)))
+            def negative(v: Any) -> Any:
+                return lt(v, 0) if type(v) is Tensor else v < 0
+
+            fix = logical_and(ne(r, 0), ne(negative(x), negative(y)))
             return _where(fix, add(q, 1), q)
         return trunc(binary("div", x, y, FLOAT))
     raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found {rounding_mode!r}")
@@ -547,10 +550,6 @@ def _all_int(x: Any, y: Any) -> bool:
 
 def _result(x: Any, y: Any) -> D.DType:
     return D.result_type(x, y)
-
-
-def _t(x: Any, y: Any, v: Any) -> Any:
-    return v
 
 
 def _float(x: Tensor) -> Tensor:
