@@ -93,7 +93,10 @@ def view_of(t: Tensor) -> Any:
     """The backend's native view of ``t`` (built once, then kept on the tensor)."""
     h = t._h
     if h is None:
-        h = t._h = t._device.view(t._storage.buffer, t._shape, t._strides, t._offset, t._dtype)
+        off = t._offset
+        if off and 0 in t._shape:  # an empty view's offset may point past its storage
+            off = 0
+        h = t._h = t._device.view(t._storage.buffer, t._shape, t._strides, off, t._dtype)
     return h
 
 
@@ -124,7 +127,10 @@ def expand_to(t: Tensor, shape: tuple[int, ...]) -> Any:
     if t._shape == shape:
         return view_of(t)
     strides = expand_strides(t._shape, t._strides, shape)
-    return t._device.view(t._storage.buffer, shape, strides, t._offset, t._dtype)
+    off = t._offset
+    if off and 0 in shape:  # an empty view's offset may point past its storage
+        off = 0
+    return t._device.view(t._storage.buffer, shape, strides, off, t._dtype)
 
 
 def cast(t: Tensor, dtype: DType) -> Tensor:

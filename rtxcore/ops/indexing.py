@@ -53,6 +53,10 @@ def _expand_key(x: Tensor, key: Any) -> list[Any]:
             continue
         if type(k) is Tensor and k._dtype is D.bool_:
             consumed += max(k.ndim, 1) if k.ndim else 0
+        elif _is_index_seq(k) and _is_bool_seq(k):
+            import numpy as np
+
+            consumed += np.ndim(k)  # a nested bool list / array masks that many dims
         else:
             consumed += 1
     ell = [i for i, k in enumerate(key) if k is Ellipsis]
@@ -151,7 +155,13 @@ def _prepare_advanced(v: Tensor, adv: list[tuple[int, Any]]) -> tuple[Tensor, li
     broadcast) and permute ``v`` so the advanced dims come first."""
     dims = [p for p, _ in adv]
     idx = [_as_index_tensor(k, v._device) for _, k in adv]
-    shape = broadcast_many(*(t._shape for t in idx))
+    try:
+        shape = broadcast_many(*(t._shape for t in idx))
+    except RuntimeError:
+        raise IndexError(
+            "shape mismatch: indexing tensors could not be broadcast together with shapes "
+            + ", ".join(str(tuple(t._shape)) for t in idx)
+        ) from None
     out = []
     for d, t in zip(dims, idx):
         t = cast(t, D.int64)
@@ -214,19 +224,21 @@ def setitem(x: Tensor, key: Any, value: Any) -> None:
     if val._device is not x._device:
         raise mixed_devices("index_put_", x, val)
     val = cast(val, x._dtype)
-    if dims == list(range(dims[0], dims[0] + k)) and dims[0] > 0 and val.ndim > len(ishape):
-        # the value is laid out as the result of getitem: move index dims first
-        n = len(ishape)
-        full = val.expand(vp._shape[k:k + dims[0]] + ishape + vp._shape[k + dims[0]:]) if val.ndim == len(target_shape) else None
-        if full is not None:
-            val = V.permute(full, list(range(dims[0], dims[0] + n)) + list(range(dims[0])) + list(range(dims[0] + n, full.ndim)))
+    adjacent = dims == list(range(dims[0], dims[0] + k)) and dims[0] > 0
+    # the value broadcasts to the result of getitem, whose layout has the index
+    # dims where the index tensors stood when those are adjacent
+    result_shape = (vp._shape[k:k + dims[0]] + ishape + vp._shape[k + dims[0]:]) if adjacent else target_shape
     try:
-        vals = expand_to(val, target_shape)
+        full = V.expand(val, result_shape)
     except RuntimeError:
         raise RuntimeError(
             f"shape mismatch: value tensor of shape {tuple(val._shape)} cannot be broadcast "
-            f"to indexing result of shape {target_shape}"
+            f"to indexing result of shape {tuple(result_shape)}"
         ) from None
+    if adjacent:  # move the index dims first, as in vp
+        n = len(ishape)
+        full = V.permute(full, list(range(dims[0], dims[0] + n)) + list(range(dims[0])) + list(range(dims[0] + n, full.ndim)))
+    vals = expand_to(full, target_shape)
     index_put_(vp, tuple(idx), vals, ishape)
     x._storage.version += 1
 
@@ -239,25 +251,34 @@ def index_put_(out: Tensor, idx: tuple[Tensor, ...], vals: Any, ishape: tuple[in
     if k is not None:
         k(view_of(out), views, vals)
         return
-    # Decomposition on primitives: linearise the indexed dims, scatter-add the
-    # values into a zero buffer, and take them where anything was written.
-    # (Repeated indices sum here; PyTorch leaves that case undefined.)
+    # Decomposition on primitives: linearise the indexed dims, keep only the last
+    # write to each position (as the kernels do: a stable sort groups repeated
+    # indices in order), scatter-add the kept values into a zero buffer, and take
+    # them where anything was written.
     nlead = len(idx)
     lead, rest = out._shape[:nlead], out._shape[nlead:]
+    m, r = prod(ishape), prod(rest)
+    if m == 0 or r == 0:
+        return
     lin = None
     for j, t in enumerate(idx):
         term = E.mul(t, prod(lead[j + 1:]))
         lin = term if lin is None else E.add(lin, term)
-    m, r = prod(ishape), prod(rest)
-    lin_flat = V.reshape(lin, (m, 1)).expand(m, r)
+    lin1 = V.reshape(lin, (m, 1))
+    sv, si = sort(V.reshape(lin, (m,)))
+    last = empty((m,), D.int64, dev)
+    kernel(dev, "full")(last._h, 1)
+    if m > 1:
+        kernel(dev, "cast")(view_of(last[:-1]), view_of(E.ne(sv[:-1], sv[1:])))
+    keep = zeros_on((m, 1), D.int64, dev)
+    kernel(dev, "scatter_add")(keep._h, 0, view_of(V.reshape(si, (m, 1))), view_of(V.reshape(last, (m, 1))))
     vt = empty(ishape + rest, out._dtype, dev)
     kernel(dev, "copy")(vt._h, vals)
+    vt = E.where(E.gt(keep, 0), V.reshape(vt, (m, r)), zeros_on((1, 1), out._dtype, dev))
     acc = zeros_on((prod(lead), r), out._dtype, dev)
-    kernel(dev, "scatter_add")(acc._h, 0, view_of(lin_flat), view_of(V.reshape(vt, (m, r))))
+    kernel(dev, "scatter_add")(acc._h, 0, view_of(lin1.expand(m, r)), view_of(vt))
     hit = zeros_on((prod(lead), 1), D.int64, dev)
-    ones = empty((m, 1), D.int64, dev)
-    kernel(dev, "full")(ones._h, 1)
-    kernel(dev, "scatter_add")(hit._h, 0, view_of(V.reshape(lin, (m, 1))), ones._h)
+    kernel(dev, "scatter_add")(hit._h, 0, view_of(lin1), keep._h)
     cur = V.reshape(contiguous(out), (prod(lead), r))
     new = E.where(E.gt(hit, 0), acc, cur)
     kernel(dev, "copy")(view_of(out), view_of(V.reshape(new, out._shape)))
@@ -432,7 +453,7 @@ def nonzero(x: Tensor, *, as_tuple: bool = False) -> Any:
     if as_tuple:
         return tuple(coords) if shape else (E.mul(lin, 0),)
     if not coords:
-        return V.reshape(lin, (lin.numel(), 0))
+        return empty((lin.numel(), 0), D.int64, x._device)
     return stack(coords, 1)
 
 
@@ -469,7 +490,8 @@ def _bitonic_sort(x: Tensor, d: int, descending: bool) -> tuple[Tensor, Tensor]:
     p = 1
     while p < n:
         p *= 2
-    big = float("-inf") if descending else float("inf")
+    # padding sorts after every element: -inf descending, NaN (the largest) ascending
+    big = float("-inf") if descending else float("nan")
     if x._dtype.kind != "f":
         import numpy as np
 
@@ -486,15 +508,13 @@ def _bitonic_sort(x: Tensor, d: int, descending: bool) -> tuple[Tensor, Tensor]:
             blocks = arange(nb, device=x._device)
             asc = E.eq(E.remainder(E.floor_divide(E.mul(blocks, 2 * j), k), 2), 0)
             asc = V.reshape(asc, (1, nb, 1))
-            if descending:
-                asc = E.logical_not(asc)
             v4, i4 = V.view(vals, (rows, nb, 2, j)), V.view(idx, (rows, nb, 2, j))
             lo, hi = v4[:, :, 0, :], v4[:, :, 1, :]
             lo_i, hi_i = i4[:, :, 0, :], i4[:, :, 1, :]
-            # order by value, ties by original position (so the sort is stable)
-            after = E.logical_or(E.gt(lo, hi), E.logical_and(E.eq(lo, hi), E.gt(lo_i, hi_i)))
-            before = E.logical_or(E.lt(lo, hi), E.logical_and(E.eq(lo, hi), E.gt(lo_i, hi_i)))
-            swap = E.where(asc, after, before)
+            # ascending blocks put the element that comes first in the sorted order
+            # at ``lo``, descending blocks at ``hi``
+            swap = E.where(asc, _before(hi, lo, hi_i, lo_i, descending),
+                           _before(lo, hi, lo_i, hi_i, descending))
             new_lo, new_hi = E.where(swap, hi, lo), E.where(swap, lo, hi)
             new_lo_i, new_hi_i = E.where(swap, hi_i, lo_i), E.where(swap, lo_i, hi_i)
             E.copy_(lo, new_lo)
@@ -506,6 +526,20 @@ def _bitonic_sort(x: Tensor, d: int, descending: bool) -> tuple[Tensor, Tensor]:
     values = V.reshape(vals[:, :n], lead + (n,))
     indices = V.reshape(idx[:, :n], lead + (n,))
     return V.movedim(values, -1, d), V.movedim(indices, -1, d)
+
+
+def _before(a: Tensor, b: Tensor, ai: Tensor, bi: Tensor, descending: bool) -> Tensor:
+    """Whether (a, ai) comes before (b, bi) in the sorted order: by value (NaN the
+    largest, as in PyTorch), ties by original position (so the sort is stable)."""
+    first = E.gt(a, b) if descending else E.lt(a, b)
+    same = E.eq(a, b)
+    if a._dtype.kind == "f":
+        na, nb = E.isnan(a), E.isnan(b)
+        nan_first = E.logical_and(na, E.logical_not(nb)) if descending else \
+            E.logical_and(nb, E.logical_not(na))
+        first = E.logical_or(first, nan_first)
+        same = E.logical_or(same, E.logical_and(na, nb))
+    return E.logical_or(first, E.logical_and(same, E.lt(ai, bi)))
 
 
 def argsort(x: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:

@@ -57,7 +57,13 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
             f"matmul: shapes {tuple(a._shape)} and {tuple(b._shape)} cannot be multiplied "
             f"({_fmt(a2._shape[-2:])} and {_fmt(b2._shape[-2:])}): inner dimensions {k} and {k2} differ"
         )
-    batch = broadcast_shapes(a2._shape[:-2], b2._shape[:-2])
+    try:
+        batch = broadcast_shapes(a2._shape[:-2], b2._shape[:-2])
+    except RuntimeError:
+        raise RuntimeError(
+            f"matmul: shapes {tuple(a._shape)} and {tuple(b._shape)} cannot be multiplied: "
+            f"batch dimensions {tuple(a2._shape[:-2])} and {tuple(b2._shape[:-2])} don't broadcast"
+        ) from None
     out = empty(batch + (n, m), dt, a._device)
     kernel(a._device, "matmul")(
         out._h, expand_to(a2, batch + (n, k)), expand_to(b2, batch + (k, m))
