@@ -40,10 +40,10 @@ from .ops.reduction import (all, amax, amin, any, argmax, argmin, count_nonzero,
                             cumsum, log_softmax, logsumexp, max, mean, min, norm, softmax, std,
                             sum, var, var_mean)
 from .ops.reduction import prod_ as prod
-from .ops.views import (broadcast_to, chunk, diagonal, expand, flatten, movedim, moveaxis, narrow,
+from .ops.views import (broadcast_to, chunk, tile, diagonal, expand, flatten, movedim, moveaxis, narrow,
                         permute, ravel, reshape, split, squeeze, swapaxes, swapdims, t,
                         tensor_split, transpose, unbind, unflatten, unsqueeze)
-from .ops.indexing import (argsort, argwhere, cat, concat, concatenate, gather, hstack,
+from .ops.indexing import (argsort, argwhere, cat, flip, roll, tril, triu, concat, concatenate, gather, hstack,
                            index_select, masked_fill, masked_select, nonzero, scatter, scatter_add,
                            sort, stack, take_along_dim, topk, vstack)
 from .ops.linalg import bmm, dot, einsum, inner, matmul, mm, mv, outer

@@ -199,6 +199,31 @@ def full_like(x: Tensor, fill_value: Any, *, dtype: Any = None, device: Any = No
     return full(x._shape, fill_value, dtype=dt, device=dev)
 
 
+def new_empty(x: Tensor, *size: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    dt, dev = _like(x, dtype, device)
+    return _empty(_size(size), dt, ready_device(dev))
+
+
+def new_zeros(x: Tensor, *size: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    dt, dev = _like(x, dtype, device)
+    return full(_size(size), 0, dtype=dt, device=dev)
+
+
+def new_ones(x: Tensor, *size: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    dt, dev = _like(x, dtype, device)
+    return full(_size(size), 1, dtype=dt, device=dev)
+
+
+def new_full(x: Tensor, size: Any, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
+    dt, dev = _like(x, dtype, device)
+    return full(size, fill_value, dtype=dt, device=dev)
+
+
+def new_tensor(x: Tensor, data: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
+    dt, dev = _like(x, dtype, device)
+    return tensor(data, dtype=dt, device=dev)
+
+
 # -- ranges --------------------------------------------------------------------------
 
 
@@ -430,6 +455,6 @@ def contiguous_(x: Tensor) -> Tensor:
     return contiguous(x)
 
 
-METHODS = ["clone", "numpy", "item", "tolist", "to", "cpu", "type_as", "uniform_", "normal_"]
+METHODS = ["new_empty", "new_zeros", "new_ones", "new_full", "new_tensor", "clone", "numpy", "item", "tolist", "to", "cpu", "type_as", "uniform_", "normal_"]
 CONVERSIONS = {"float": D.float32, "double": D.float64, "half": D.float16, "long": D.int64,
                "int": D.int32, "short": D.int16, "char": D.int8, "byte": D.uint8, "bool": D.bool_}

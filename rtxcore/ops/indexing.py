@@ -625,6 +625,56 @@ def vstack(tensors: Sequence[Tensor]) -> Tensor:
     return cat([t if t.ndim > 1 else V.unsqueeze(t, 0) for t in tensors], 0)
 
 
-METHODS = ["gather", "scatter", "scatter_", "scatter_add", "scatter_add_", "index_select",
+def flip(x: Tensor, dims: Any) -> Tensor:
+    """Reverse the order along ``dims`` (a copy: strides are never negative)."""
+    from .creation import arange
+
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    out = x
+    for d in sorted({normalize_dim(d, x.ndim) for d in dims}):
+        n = out._shape[d]
+        rev = arange(n - 1, -1, -1, device=x._device) if n else arange(0, device=x._device)
+        out = index_select(out, d, rev)
+    return out if out is not x else x.clone()
+
+
+def roll(x: Tensor, shifts: Any, dims: Any = None) -> Tensor:
+    if dims is None:
+        return V.reshape(roll(V.flatten(x), shifts, 0), x._shape)
+    shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    if len(shifts) != len(dims):
+        raise RuntimeError(f"roll: shifts ({len(shifts)}) and dims ({len(dims)}) must have the same length")
+    out = x
+    for s, d in zip(shifts, dims):
+        d = normalize_dim(d, x.ndim)
+        n = out._shape[d]
+        s = s % n if n else 0
+        if s:
+            out = cat([V.narrow(out, d, n - s, s), V.narrow(out, d, 0, n - s)], d)
+    return out if out is not x else x.clone()
+
+
+def _tri_mask(x: Tensor, diagonal: int, upper: bool) -> Tensor:
+    from .creation import arange
+
+    if x.ndim < 2:
+        raise RuntimeError(f"{'triu' if upper else 'tril'}: input tensor must have at least 2 dimensions")
+    r, c = x._shape[-2:]
+    rows = V.unsqueeze(arange(r, device=x._device), 1)
+    cols = V.unsqueeze(arange(c, device=x._device), 0)
+    diff = E.sub(cols, rows)  # j - i
+    return E.ge(diff, diagonal) if upper else E.le(diff, diagonal)
+
+
+def tril(x: Tensor, diagonal: int = 0) -> Tensor:
+    return E.where(_tri_mask(x, diagonal, False), x, zeros_on((), x._dtype, x._device))
+
+
+def triu(x: Tensor, diagonal: int = 0) -> Tensor:
+    return E.where(_tri_mask(x, diagonal, True), x, zeros_on((), x._dtype, x._device))
+
+
+METHODS = ["flip", "roll", "tril", "triu", "gather", "scatter", "scatter_", "scatter_add", "scatter_add_", "index_select",
            "masked_fill", "masked_fill_", "masked_select", "nonzero", "argwhere", "sort",
            "argsort", "topk", "take_along_dim"]

@@ -243,6 +243,32 @@ def unfold(x: Tensor, dimension: int, size: int, step: int) -> Tensor:
     return as_view(x, shape, strides, x._offset)
 
 
+def repeat(x: Tensor, *sizes: Any) -> Tensor:
+    """Tile ``x`` (``Tensor.repeat``): an expand of interleaved size-1 dims, then
+    one copy by ``reshape``."""
+    reps = _shape_arg(sizes)
+    if len(reps) < x.ndim:
+        raise RuntimeError(
+            f"Number of dimensions of repeat dims ({len(reps)}) can not be smaller than "
+            f"number of dimensions of tensor ({x.ndim})"
+        )
+    lead = len(reps) - x.ndim
+    shape = (1,) * lead + x._shape
+    y = reshape(x, shape)
+    inter: list[int] = []
+    target: list[int] = []
+    for r, n in zip(reps, shape):
+        inter += [1, n]
+        target += [r, n]
+    y = expand(reshape(y, tuple(inter)), tuple(target))
+    return reshape(y, tuple(r * n for r, n in zip(reps, shape)))
+
+
+def tile(x: Tensor, dims: Sequence[int]) -> Tensor:
+    dims = tuple(dims)
+    return repeat(x, (1,) * (x.ndim - len(dims)) + dims)
+
+
 def contiguous_method(x: Tensor) -> Tensor:
     return contiguous(x)
 
@@ -250,4 +276,5 @@ def contiguous_method(x: Tensor) -> Tensor:
 METHODS = ["view", "reshape", "view_as", "reshape_as", "permute", "transpose",
            "swapaxes", "swapdims", "t", "movedim", "moveaxis", "expand", "expand_as",
            "broadcast_to", "squeeze", "unsqueeze", "flatten", "ravel", "unflatten",
-           "narrow", "split", "chunk", "tensor_split", "unbind", "diagonal", "unfold"]
+           "narrow", "split", "chunk", "tensor_split", "unbind", "diagonal", "unfold",
+           "repeat", "tile"]
