@@ -15,7 +15,9 @@ def _float_formatter(values: np.ndarray) -> Any:
     absf = np.abs(finite.astype(np.float64))
     integral = bool(np.all(finite == np.round(finite)))
     big, small = absf.max(), absf[absf > 0].min() if np.any(absf > 0) else 0.0
-    sci = big >= 1e8 or (small and small < 1e-4) or (small and big / small > 1e8 and not integral)
+    # PyTorch's _Formatter: scientific when the nonzero magnitudes span more than
+    # 1000x, exceed 1e8, or go below 1e-4
+    sci = bool(big > 1e8 or (small and (big / small > 1000.0 or small < 1e-4)))
     if integral and not sci:
         width = max(len(f"{v:.0f}") for v in finite) + 1
         return lambda v: (_special(v) or f"{v:.0f}.").rjust(width)

@@ -128,7 +128,8 @@ def var(x: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False,
     mu = E.div(mu, n) if n else mu
     d = E.sub(x, mu)
     ss = reduce("sum", E.mul(d, d), axes, keepdim)
-    return E.div(ss, float(n - correction)) if n - correction > 0 else E.mul(ss, math.nan)
+    # PyTorch divides by max(0, n - correction): inf (nan where ss is 0) past the end
+    return E.div(ss, float(builtins.max(0, n - correction)))
 
 
 def std(x: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
@@ -144,19 +145,27 @@ def all(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A
     b = cast(x, D.bool_)
     if prod(x._shape) == 0 and dim is None:
         return E._full_bool(empty((), D.bool_, x._device), True)
-    return reduce("min", b, _axes(x, dim), keepdim)
+    axes = _axes(x, dim)
+    if builtins.any(x._shape[a] == 0 for a in axes):  # min has no identity: count the falses
+        return E.eq(reduce("sum", cast(E.logical_not(b), D.int64), axes, keepdim), 0)
+    return reduce("min", b, axes, keepdim)
 
 
 def any(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001
     b = cast(x, D.bool_)
     if prod(x._shape) == 0 and dim is None:
         return E._full_bool(empty((), D.bool_, x._device), False)
-    return reduce("max", b, _axes(x, dim), keepdim)
+    axes = _axes(x, dim)
+    if builtins.any(x._shape[a] == 0 for a in axes):  # max has no identity: count the trues
+        return E.ne(reduce("sum", cast(b, D.int64), axes, keepdim), 0)
+    return reduce("max", b, axes, keepdim)
 
 
 def logsumexp(x: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
     x = E._float(x)
     axes = _axes(x, dim)
+    if builtins.any(x._shape[a] == 0 for a in axes):  # log(0) = -inf, as PyTorch; max has no identity
+        return E.log(reduce("sum", E.exp(x), axes, keepdim))
     m = reduce("max", x, axes, True)
     m = E.where(E.isinf(m), 0.0, m)  # all -inf (or +inf) rows: avoid inf - inf
     s = reduce("sum", E.exp(E.sub(x, m)), axes, True)
@@ -167,6 +176,8 @@ def logsumexp(x: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
 def softmax(x: Tensor, dim: int, dtype: Any = None) -> Tensor:
     x = cast(x, D.as_dtype(dtype)) if dtype is not None else E._float(x)
     axes = (normalize_dim(dim, x.ndim),) if x.ndim else ()
+    if not prod(x._shape):  # nothing to normalize (and max has no identity)
+        return x.clone()
     e = E.exp(E.sub(x, reduce("max", x, axes, True)))
     return E.div(e, reduce("sum", e, axes, True))
 
@@ -174,6 +185,8 @@ def softmax(x: Tensor, dim: int, dtype: Any = None) -> Tensor:
 def log_softmax(x: Tensor, dim: int, dtype: Any = None) -> Tensor:
     x = cast(x, D.as_dtype(dtype)) if dtype is not None else E._float(x)
     axes = (normalize_dim(dim, x.ndim),) if x.ndim else ()
+    if not prod(x._shape):  # nothing to normalize (and max has no identity)
+        return x.clone()
     shifted = E.sub(x, reduce("max", x, axes, True))
     return E.sub(shifted, E.log(reduce("sum", E.exp(shifted), axes, True)))
 

@@ -62,6 +62,13 @@ def _draw_dtype(out: np.ndarray) -> Any:
 
 
 def uniform(out: np.ndarray, low: float, high: float, seed: int, offset: int) -> None:
+    if out.dtype == np.float16:
+        # 11 random bits, exact in float16: a float32 draw near 1 rounds up to 1.0
+        # in float16, outside [0, 1) (PyTorch draws half the same way)
+        bits = _rng(seed, offset).integers(0, 1 << 11, out.shape)
+        u = bits.astype(np.float32) * np.float32(2.0 ** -11)
+        np.copyto(out, u * np.float32(high - low) + np.float32(low), casting="unsafe")
+        return
     u = _rng(seed, offset).random(out.shape, dtype=_draw_dtype(out))
     np.copyto(out, u * (high - low) + low, casting="unsafe")
 
