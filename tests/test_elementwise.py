@@ -15,12 +15,6 @@ import pytest
 import rtxcore as rc
 from rtxcore.testing import assert_close
 
-# NumPy's floating-point warnings (log(0), 0/0 ...) are expected here: the values
-# are what is checked. The cpu backend silences its own, but only when loaded
-# outside a test (pytest resets filters per test), and NumPy's ddof warning is
-# from the reference.
-pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning:rtx_cpu.kernels"),
-              pytest.mark.filterwarnings("ignore::RuntimeWarning:numpy")]
 
 ALL = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64"]
 INTS = ["uint8", "int8", "int16", "int32", "int64"]

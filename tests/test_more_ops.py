@@ -61,3 +61,19 @@ def test_ndarray_operands_give_tensors(device):
     assert_close(x * np.arange(2), np.float32([0, 2]))
     with pytest.raises(TypeError, match="unsupported operand"):
         x + "a"
+
+
+@pytest.mark.parametrize("op", ["floor_divide", "remainder"])
+def test_integer_division_by_zero_raises(device, op):
+    x = rc.tensor([3, 4], device=device)
+    fn = getattr(rc, op)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        fn(x, 0)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        fn(x, rc.tensor([1, 0], device=device))
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        x.div(0, rounding_mode="trunc")
+    # floats divide by zero into inf/nan, as in PyTorch
+    with np.errstate(all="ignore"):
+        expected = getattr(np, op)(np.float32([3, -4]), np.float32(0))
+    assert_close(fn(rc.tensor([3.0, -4.0], device=device), 0.0), expected)

@@ -352,8 +352,23 @@ def lerp(start: Tensor, end: Tensor, weight: Any) -> Tensor:
     return add(start, mul(weight, sub(end, start)))
 
 
+def _check_int_divisor(x: Any, y: Any) -> None:
+    """Integer division by zero raises, as in PyTorch (it has no inf to give)."""
+    if _all_int(x, y):
+        zero = (y == 0) if type(y) is not Tensor else bool(any_nonzero(eq(y, 0)))
+        if zero:
+            raise RuntimeError("ZeroDivisionError: integer division or modulo by zero")
+
+
+def any_nonzero(t: Tensor) -> bool:
+    from .reduction import any as _any
+
+    return bool(_any(t).item()) if t.numel() else False
+
+
 def floor_divide(x: Any, y: Any) -> Tensor:
     dev = (x if type(x) is Tensor else y)._device
+    _check_int_divisor(x, y)
     if "floor_divide" in dev.kernels:
         return binary("floor_divide", x, y)
     if _all_int(x, y):
@@ -367,6 +382,7 @@ def floor_divide(x: Any, y: Any) -> Tensor:
 
 def remainder(x: Any, y: Any) -> Tensor:
     dev = (x if type(x) is Tensor else y)._device
+    _check_int_divisor(x, y)
     if "remainder" in dev.kernels:
         return binary("remainder", x, y)
     # Python's (and PyTorch's) sign convention: the result has the divisor's sign.
