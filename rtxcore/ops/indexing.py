@@ -449,7 +449,7 @@ def nonzero(x: Tensor, *, as_tuple: bool = False) -> Any:
     coords = []
     for size, stride in zip(shape, cstrides(shape)):
         c = E.floor_divide(lin, stride) if stride != 1 else lin
-        coords.append(E.remainder(c, size) if size != 1 else E.mul(c, 0))
+        coords.append(E.remainder(c, size) if size > 1 else E.mul(c, 0))
     if as_tuple:
         return tuple(coords) if shape else (E.mul(lin, 0),)
     if not coords:
