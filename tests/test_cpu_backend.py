@@ -53,3 +53,20 @@ def test_small_buffers_bypass_the_pool():
     for _ in range(10):
         rc.ones(16) + 1
     assert (memory.stats["hits"], memory.stats["misses"]) == (hits, misses)
+
+
+@pytest.mark.parametrize("make_view", [
+    lambda t: t[1:],
+    lambda t: t.reshape(512, -1).T,
+    lambda t: t.reshape(-1, 2).sum(1),
+    lambda t: t,
+])
+def test_pooled_memory_is_not_reused_while_numpy_views_hold_it(make_view):
+    n = memory.POOL_MIN_BYTES  # float32: 4x the pool threshold
+    held = make_view(rc.ones(n)).numpy()
+    expected = held.copy()
+    gc.collect()
+    for _ in range(3):
+        rc.full((n,), 7.0)
+        rc.full((n // 2,), 5.0)
+    np.testing.assert_array_equal(held, expected)

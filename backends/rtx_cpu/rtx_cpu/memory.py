@@ -3,10 +3,14 @@
 A fresh large ``np.empty`` is new memory from the OS, and its first write pays a
 page fault per page: NumPy's allocating 16M-float add takes about 1.5x the time
 of the same add into an existing buffer. Buffers of ``POOL_MIN_BYTES`` or more are
-therefore kept when their array dies (``weakref.finalize``) and handed out again
-for the next request of the same size, as PyTorch's caching allocators do. Small
-buffers go straight to NumPy: for them the bookkeeping would cost more than it
-saves.
+therefore kept when the last array using them dies and handed out again for the
+next request of the same size, as PyTorch's caching allocators do. Small buffers
+go straight to NumPy: for them the bookkeeping would cost more than it saves.
+
+How "the last array" is known: the memory is exposed through a ``_Block`` (via
+``__array_interface__``), which NumPy records as the base of every array and
+view made from it, however derived. The block dies, and its ``__del__`` returns
+the memory, only when nothing can reach that memory any more.
 
 ``empty_cache()`` returns the kept buffers to the OS; ``RTX_CPU_POOL=0`` turns
 the pool off; at most ``POOL_MAX_BYTES`` are kept.
@@ -16,7 +20,6 @@ from __future__ import annotations
 
 import os
 import threading
-import weakref
 from typing import Any
 
 import numpy as np
@@ -40,6 +43,21 @@ def _release(raw: np.ndarray) -> None:
             _kept += raw.nbytes
 
 
+class _Block:
+    """Owner of one pooled buffer, seen by NumPy as the base of its arrays."""
+
+    __slots__ = ("mem", "__array_interface__")
+
+    def __init__(self, mem: np.ndarray, shape: tuple[int, ...], dt: np.dtype) -> None:
+        self.mem = mem
+        self.__array_interface__ = {"data": (mem.ctypes.data, False), "shape": shape,
+                                    "typestr": dt.str, "version": 3}
+
+    def __del__(self) -> None:
+        if _release is not None:  # None during interpreter shutdown
+            _release(self.mem)
+
+
 def empty(shape: tuple[int, ...], np_dtype: Any) -> np.ndarray:
     """A C-contiguous array of ``shape``; large ones come from the pool."""
     dt = np.dtype(np_dtype)
@@ -60,9 +78,7 @@ def empty(shape: tuple[int, ...], np_dtype: Any) -> np.ndarray:
         raw = np.empty(nbytes, np.uint8)
     else:
         stats["hits"] += 1
-    arr = raw.view(dt).reshape(shape)
-    weakref.finalize(arr, _release, raw)
-    return arr
+    return np.asarray(_Block(raw, tuple(shape), dt))
 
 
 def empty_cache() -> int:
