@@ -70,6 +70,8 @@ def split_key(ndim: int, key):
             out_dim += 1
         elif isinstance(k, (int, np.integer)):
             basic.append(k)
+        elif isinstance(k, np.ndarray) and k.ndim == 0 and k.dtype.kind in "iu":
+            basic.append(int(k))  # a 0-d integer index is an int in PyTorch (a view)
         elif isinstance(k, slice):
             basic.append(k)
             out_dim += 1
@@ -964,3 +966,21 @@ def test_gather_scatter_matches_reference(device, data):
     assert_close(x.gather(dim, ti), ref_gather(a, d, idx))
     assert_close(x.scatter_add(dim, ti, ts), ref_scatter(a, d, idx, src, add=True))
     assert_close(x.scatter(dim, ti, value=2.0), ref_scatter(a, d, idx, 2.0))
+
+
+def test_zero_dim_integer_indices_give_views(device):
+    """x[np.int64(i)], x[np.array(i)] and x[tensor(i)] index like x[i]: a view."""
+    x = rc.zeros(3, 2, device=device)
+    for i in np.arange(3):
+        x[i].add_(1)
+        x[i][0] = 5
+    x[rc.tensor(2, device=device)].fill_(9)
+    x[np.array(1)][1] = 4
+    assert_close(x, np.array([[5, 1], [5, 4], [9, 9]], np.float32))
+
+
+def test_scatter_checks_src_against_index(device):
+    with pytest.raises(RuntimeError, match=r"index \(5,\).*src \(2,\)"):
+        rc.zeros(5, device=device).scatter_add_(0, rc.arange(5, device=device), rc.arange(10.0, device=device)[:2])
+    with pytest.raises(RuntimeError, match="src"):
+        rc.zeros(5, device=device).scatter(0, rc.arange(5, device=device), rc.ones(2, device=device))

@@ -366,3 +366,21 @@ def test_rtx_console_script_installed():
         pytest.skip("the rtx console script is not installed in this environment")
     r = subprocess.run([str(exe), "info"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "rtx-cpu" in r.stdout
+
+
+@pytest.mark.parametrize("dev", ["fake:0", "fake:1"])  # with and without float64
+@pytest.mark.parametrize("npdt", [np.int64, np.int32, np.int8, np.uint8])
+def test_integer_division_decomposition_is_exact(fake, dev, npdt):
+    rng = np.random.default_rng(1)
+    info = np.iinfo(npdt)
+    xs = rng.integers(info.min, info.max, 1000, dtype=npdt)
+    ys = rng.integers(info.min, info.max, 1000, dtype=npdt)
+    ys[:300] = rng.integers(1, 8, 300).astype(npdt)
+    ys[ys == 0] = 1
+    if npdt is np.int64:  # quotients beyond float32's and float64's exact range
+        xs[:3], ys[:3] = [2**62 + 1, 16777217, 2**53 + 1], [7, 1, 10]
+    x, y = rc.tensor(xs, device=dev), rc.tensor(ys, device=dev)
+    assert "floor_divide" not in rc.device(dev).kernels
+    assert_close(x // y, xs // ys)
+    assert_close(x % y, xs % ys)
+    assert_close(x // 3, xs // npdt(3))

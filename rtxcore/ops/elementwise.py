@@ -372,12 +372,37 @@ def floor_divide(x: Any, y: Any) -> Tensor:
     if "floor_divide" in dev.kernels:
         return binary("floor_divide", x, y)
     if _all_int(x, y):
-        dt = _result(x, y)
-        # a scalar first becomes the result dtype (uint8 // -3 divides by 253), as in binary()
-        x, y = (v if type(v) is Tensor else scalar_for(v, dt) for v in (x, y))
-        wide = D.float64 if dev.supports(D.float64) else D.float32
-        return cast(floor(div(_cast_any(x, wide), _cast_any(y, wide))), dt)
+        return _int_floor_divide(x, y, dev)
     return floor(div(x, y))
+
+
+def _int_floor_divide(x: Any, y: Any, dev: Any) -> Tensor:
+    """Exact integer floor division from primitives: a floating-point estimate of
+    the quotient, refined with exact integer remainders until it is right."""
+    from .creation import as_tensor_on
+
+    dt = _result(x, y)
+    # a scalar first becomes the result dtype (uint8 // -3 divides by 253), as in binary()
+    xt, yt = (cast(v, dt) if type(v) is Tensor else as_tensor_on(v, dev, dt) for v in (x, y))
+    wide = D.float64 if dev.supports(D.float64) else D.float32
+    yw = cast(yt, wide)
+
+    def estimate(num: Tensor) -> Tensor:
+        return cast(floor(div(cast(num, wide), yw)), dt)
+
+    q = estimate(xt)
+    # each pass shrinks the quotient's error by the float's precision (24 or 53 bits)
+    bits = dt.itemsize * 8
+    passes = 0 if bits <= (53 if wide is D.float64 else 24) else (1 if wide is D.float64 else 2)
+    for _ in range(passes):
+        q = add(q, estimate(sub(xt, mul(q, yt))))
+    # last, exact: move q by one where the remainder left [0, y) (or (y, 0] for y < 0)
+    r = sub(xt, mul(q, yt))
+    pos = gt(yt, 0)
+    too_big = _where(pos, ge(r, yt), le(r, yt))
+    too_small = _where(pos, lt(r, 0), gt(r, 0))
+    q = add(q, cast(too_big, dt))
+    return sub(q, cast(too_small, dt))
 
 
 def remainder(x: Any, y: Any) -> Tensor:

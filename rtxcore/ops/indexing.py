@@ -22,9 +22,19 @@ from .core import (as_view, bad_operand, cast, contiguous, cstrides, empty,
 
 
 def _is_index_seq(k: Any) -> bool:
+    """A list, tuple or NumPy array of indices (NumPy scalars are plain ints)."""
     if isinstance(k, (list, tuple)):
         return True
-    return type(k).__module__ == "numpy" and hasattr(k, "ndim")
+    return type(k).__module__ == "numpy" and getattr(k, "ndim", 0) > 0
+
+
+def _scalar_index(k: Any) -> Any:
+    """A 0-d integer tensor or array indexes like an int (a view), as in PyTorch."""
+    if type(k) is Tensor and not k._shape and k._dtype.kind in "iu":
+        return int(k.item())
+    if type(k).__module__ == "numpy" and getattr(k, "ndim", None) == 0 and k.dtype.kind in "iu":
+        return int(k)
+    return k
 
 
 def _as_index_tensor(k: Any, dev: Any) -> Tensor:
@@ -46,7 +56,7 @@ def _as_index_tensor(k: Any, dev: Any) -> Tensor:
 def _expand_key(x: Tensor, key: Any) -> list[Any]:
     if not isinstance(key, tuple):
         key = (key,)
-    key = list(key)
+    key = [_scalar_index(k) for k in key]
     consumed = 0
     for k in key:
         if k is None or k is Ellipsis or isinstance(k, bool):
@@ -317,6 +327,16 @@ def _check_index(op: str, x: Tensor, dim: int, index: Tensor) -> int:
     return d
 
 
+def _check_src(op: str, src: Any, index: Tensor) -> None:
+    if type(src) is not Tensor:
+        raise bad_operand(op, src)
+    if src.ndim != index.ndim or any(i > s for i, s in zip(index._shape, src._shape)):
+        raise RuntimeError(
+            f"{op}(): Expected index {tuple(index._shape)} to be no larger than src "
+            f"{tuple(src._shape)} in every dimension (and of the same number of dimensions)"
+        )
+
+
 def _narrow_to(x: Tensor, shape: tuple[int, ...], skip: int) -> Tensor:
     """View of x cut to ``shape`` in every dim but ``skip``."""
     s = tuple(n if i == skip else shape[i] for i, n in enumerate(x._shape))
@@ -342,6 +362,7 @@ def scatter_add_(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     d = _check_index("scatter_add", x, dim, index)
     if src._device is not x._device:
         raise mixed_devices("scatter_add", x, src)
+    _check_src("scatter_add", src, index)
     src = _narrow_to(cast(src, x._dtype), index._shape, -1)
     kernel(x._device, "scatter_add")(view_of(x), d, view_of(index), view_of(src))
     x._storage.version += 1
@@ -383,6 +404,7 @@ def scatter_(x: Tensor, dim: int, index: Tensor, src: Any = None, *, value: Any 
     if type(src) is Tensor:
         if src._device is not x._device:
             raise mixed_devices("scatter", x, src)
+        _check_src("scatter", src, index)
         vals = expand_to(cast(_narrow_to(src, ishape, -1), x._dtype), ishape)
     else:
         t = empty((), x._dtype, x._device)
