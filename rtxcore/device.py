@@ -12,6 +12,10 @@ from .dispatch.registry import KNOWN_BACKENDS, registry
 
 __all__ = ["device", "Device", "get_default_device", "set_default_device"]
 
+# Without these no tensor can exist on a device; everything else may be missing
+# (and is then reported per op).
+_REQUIRED = ("empty", "from_host", "to_host")
+
 
 class Device:
     """``rtxcore.device("opencl:1")``. One object per (type, index): compare with ``==``
@@ -77,8 +81,15 @@ class Device:
                 f"device {self.type}:{self.index} does not exist; "
                 f"{self.type} has {n} device{'s' if n != 1 else ''}"
             )
+        table = registry.tables[self.type]
+        lacking = [op for op in _REQUIRED if op not in table]
+        if lacking:
+            raise RuntimeError(
+                f"device {self} can't be used: its backend (plugin {entry.plugin!r}) has no "
+                f"kernel for {', '.join(lacking)}, which every backend must supply"
+            )
         self.backend = b
-        self.kernels = registry.tables[self.type]
+        self.kernels = table
         self._dtypes = frozenset(_dt.BY_NAME[n] for n in b.dtypes(self.index))
         self.view = b.view
         self._ready = True

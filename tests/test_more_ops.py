@@ -77,3 +77,45 @@ def test_integer_division_by_zero_raises(device, op):
     with np.errstate(all="ignore"):
         expected = getattr(np, op)(np.float32([3, -4]), np.float32(0))
     assert_close(fn(rc.tensor([3.0, -4.0], device=device), 0.0), expected)
+
+
+def test_float16_reductions_accumulate_in_float32(device):
+    if not rc.device(device).supports(rc.float16):
+        pytest.skip(f"{device} has no float16")
+    big = rc.tensor([60000.0, 60000.0], dtype=rc.float16, device=device)
+    assert big.mean().item() == 60000.0 and big.mean().dtype == rc.float16
+    v = rc.tensor([1000, 1000, 1000, 1001.0], dtype=rc.float16, device=device).var()
+    assert v.dtype == rc.float16 and v.item() == 0.25
+    c = rc.full((3000,), 1, dtype=rc.float16, device=device).cumsum(0)
+    assert c[-1].item() == 3000.0
+
+
+def test_erf_is_accurate_in_float64(device):
+    import math
+
+    xs = np.linspace(-6, 6, 2001)
+    ref = np.array([math.erf(v) for v in xs])
+    assert_close(rc.erf(rc.tensor(xs, dtype=rc.float64, device=device)), ref, rtol=0, atol=5e-15)
+
+
+def test_integer_pow_with_negative_tensor_exponents(device):
+    x = rc.tensor([2, -1, 1, 3, -1], device=device)
+    y = rc.tensor([-1, -3, -2, 2, -2], device=device)
+    assert (x ** y).tolist() == [0, -1, 1, 9, 1]
+    with pytest.raises(RuntimeError, match="negative integer powers"):
+        x ** -1
+
+
+def test_inplace_refuses_overlapping_writes(device):
+    a = rc.arange(5.0, device=device)
+    with pytest.raises(RuntimeError, match="refer to a single memory location"):
+        a[1:].add_(a[:-1])
+    assert a.tolist() == [0, 1, 2, 3, 4]  # nothing written
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        rc.zeros(1, device=device).expand(3).add_(1)
+    with pytest.raises(RuntimeError, match="more than one element"):
+        rc.zeros(1, device=device).expand(3).copy_(rc.ones(3, device=device))
+    b = rc.arange(4.0, device=device)
+    b.add_(b)  # exact overlap is fine
+    b[::2].mul_(b[1::2])  # disjoint strided views are fine
+    assert b.tolist() == [0, 2, 24, 6]

@@ -384,3 +384,33 @@ def test_integer_division_decomposition_is_exact(fake, dev, npdt):
     assert_close(x // y, xs // ys)
     assert_close(x % y, xs % ys)
     assert_close(x // 3, xs // npdt(3))
+
+
+class NoMemory:
+    """A backend whose plugin forgot the allocation kernels."""
+
+    class B(Backend):
+        name = "nomem"
+
+    @hookimpl
+    def rtx_backends(self):
+        return [self.B()]
+
+    @hookimpl
+    def rtx_kernels(self, backend):
+        return {"add": lambda out, x, y: None} if backend == "nomem" else None
+
+
+def test_backend_without_memory_kernels_is_refused_clearly():
+    name = rc.register_backend(NoMemory(), name="nomem-plugin")
+    try:
+        with pytest.raises(RuntimeError, match=r"nomem-plugin.*empty, from_host, to_host"):
+            rc.zeros(2, device="nomem")
+        assert (rc.ones(2) + 1).tolist() == [2.0, 2.0]
+    finally:
+        rc.unregister_backend(name)
+
+
+def test_round_decomposition_keeps_large_floats(fake):
+    xs = np.array([8388609.0, -8388609.0, 2.5, -3.5, 1e30], np.float32)
+    assert_close(rc.round(rc.tensor(xs, device="fake:1")).cpu(), np.round(xs))

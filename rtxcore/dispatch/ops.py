@@ -135,7 +135,7 @@ COMPOSITES: dict[str, str] = {
     "expm1": "expm1(out, x)", "log1p": "log1p(out, x)", "log2": "log2(out, x)",
     "tan": "tan(out, x)", "ceil": "ceil(out, x)", "round": "round(out, x)  # half to even",
     "trunc": "trunc(out, x)", "isnan": "isnan(out, x)", "isinf": "isinf(out, x)",
-    "sigmoid": "sigmoid(out, x)",
+    "sigmoid": "sigmoid(out, x)", "erf": "erf(out, x)",
     "floor_divide": "floor_divide(out, x, y)", "remainder": "remainder(out, x, y)",
     "logical_xor": "logical_xor(out, x, y)",
     "cumsum": "cumsum(out, x, axis)",

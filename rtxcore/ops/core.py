@@ -138,7 +138,7 @@ def cast(t: Tensor, dtype: DType) -> Tensor:
     if t._dtype is dtype:
         return t
     out = empty(t._shape, dtype, t._device)
-    t._device.kernels["cast"](view_of(out), view_of(t))
+    kernel(t._device, "cast")(view_of(out), view_of(t))
     return out
 
 
@@ -146,7 +146,7 @@ def contiguous(t: Tensor) -> Tensor:
     if t.is_contiguous():
         return t
     out = empty(t._shape, t._dtype, t._device)
-    t._device.kernels["copy"](view_of(out), view_of(t))
+    kernel(t._device, "copy")(view_of(out), view_of(t))
     return out
 
 
@@ -244,9 +244,37 @@ def _write_inplace(op: str, k: Callable[..., Any], out: Tensor, odt: DType,
             )
         tmp = empty(shape, odt, out._device)
         k(tmp._h, *args)
-        out._device.kernels["cast"](view_of(out), tmp._h)
+        kernel(out._device, "cast")(view_of(out), tmp._h)
     out._storage.version += 1
     return out
+
+
+def check_overlap(op: str, out: Tensor, *inputs: Any) -> None:
+    """Refuse in-place writes whose result would depend on the kernel's order of
+    work (PyTorch refuses the same): a target with several elements on one memory
+    location, or an input partly overlapping the target."""
+    for n, s in zip(out._shape, out._strides):
+        if s == 0 and n > 1:
+            raise RuntimeError(
+                f"{op}: unsupported operation: more than one element of the written-to "
+                "tensor refers to a single memory location. Please clone() the tensor "
+                "before performing the operation."
+            )
+    for t in inputs:
+        if type(t) is not Tensor or t._storage is not out._storage:
+            continue
+        if (t._offset, t._shape, t._strides) == (out._offset, out._shape, out._strides):
+            continue  # exact overlap: elementwise kernels handle it
+        if not (t.is_contiguous() and out.is_contiguous()):
+            continue  # too hard to decide cheaply; PyTorch lets these through too
+        a0, a1 = t._offset, t._offset + prod(t._shape)
+        b0, b1 = out._offset, out._offset + prod(out._shape)
+        if a0 < b1 and b0 < a1:
+            raise RuntimeError(
+                f"{op}: unsupported operation: some elements of the input tensor and the "
+                "written-in tensor refer to a single memory location. Please clone() the "
+                "tensor before performing the operation."
+            )
 
 
 def can_cast(src: DType, dst: DType) -> bool:
@@ -309,6 +337,7 @@ def binary(op: str, x: Any, y: Any, kind: int = SAME, out: Tensor | None = None)
     odt = _bool if kind == TO_BOOL else dt
     if out is None:
         return _fresh(k, dev, shape, odt, a, b)
+    check_overlap(op + "_", out, x, y)
     return _write_inplace(op, k, out, odt, (a, b), shape)
 
 
@@ -415,8 +444,9 @@ def write_result(x: Tensor, r: Tensor, op: str, allow_any_cast: bool = False) ->
             f"{op}_: result type {r._dtype.name} can't be cast to the desired output "
             f"type {x._dtype.name}"
         )
+    check_overlap(op + "_", x, r)
     src = expand_to(r, shape)
-    k = x._device.kernels["copy" if r._dtype is x._dtype else "cast"]
+    k = kernel(x._device, "copy" if r._dtype is x._dtype else "cast")
     k(view_of(x), src)
     x._storage.version += 1
     return x

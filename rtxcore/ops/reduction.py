@@ -49,8 +49,14 @@ def mean(x: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None
         )
     axes = _axes(x, dim)
     n = prod(x._shape[a] for a in axes)
-    s = reduce("sum", x, axes, keepdim, dt)
-    return E.div(s, n) if n else E.mul(s, math.nan)
+    acc = _acc_dtype(dt, x._device)
+    s = reduce("sum", x, axes, keepdim, acc)
+    return cast(E.div(s, n) if n else E.mul(s, math.nan), dt)
+
+
+def _acc_dtype(dt: D.DType, dev: Any) -> D.DType:
+    """float16 accumulates in float32 (as in PyTorch): its range ends at 65504."""
+    return D.float32 if dt is D.float16 and dev.supports(D.float32) else dt
 
 
 def _nonempty(op: str, x: Tensor, axes: tuple[int, ...]) -> None:
@@ -122,6 +128,8 @@ def var(x: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False,
     if correction is None:
         correction = 1 if unbiased is None or unbiased else 0
     x = E._float(x)
+    out_dt = x._dtype
+    x = cast(x, _acc_dtype(out_dt, x._device))
     axes = _axes(x, dim)
     n = prod(x._shape[a] for a in axes)
     mu = reduce("sum", x, axes, True)
@@ -129,7 +137,7 @@ def var(x: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False,
     d = E.sub(x, mu)
     ss = reduce("sum", E.mul(d, d), axes, keepdim)
     # PyTorch divides by max(0, n - correction): inf (nan where ss is 0) past the end
-    return E.div(ss, float(builtins.max(0, n - correction)))
+    return cast(E.div(ss, float(builtins.max(0, n - correction))), out_dt)
 
 
 def std(x: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
@@ -192,7 +200,11 @@ def log_softmax(x: Tensor, dim: int, dtype: Any = None) -> Tensor:
 
 
 def cumsum(x: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
-    x = cast(x, _sum_dtype(x, dtype))
+    out_dt = _sum_dtype(x, dtype)
+    acc = _acc_dtype(out_dt, x._device)
+    if acc is not out_dt:
+        return cast(cumsum(cast(x, acc), dim), out_dt)
+    x = cast(x, out_dt)
     if x.ndim == 0:
         return x.clone()
     axis = normalize_dim(dim, x.ndim)
