@@ -47,7 +47,8 @@ def format_tensor(t: Any) -> str:
         fmt = _float_formatter(arr.reshape(-1)) if arr.size else None
         formatter = {"float_kind": fmt} if fmt else None
     elif arr.dtype.kind == "b":
-        formatter = {"bool": lambda v: "True" if v else "False"}
+        width = 5 if arr.size and not arr.all() and arr.any() else 0  # [ True, False]
+        formatter = {"bool": lambda v: ("True" if v else "False").rjust(width)}
     else:
         formatter = None
     prefix = "tensor("
@@ -62,7 +63,9 @@ def format_tensor(t: Any) -> str:
     extras = []
     if arr.size == 0 and arr.ndim != 1:
         extras.append(f"size={tuple(arr.shape)}")
-    default_dtypes = (D.get_default_dtype(), D.int64, D.bool_)
+    # dtypes a reader would infer from the values are not shown; nothing can be
+    # inferred from no values, so an empty tensor shows any non-default dtype
+    default_dtypes = (D.get_default_dtype(),) if arr.size == 0 else (D.get_default_dtype(), D.int64, D.bool_)
     if t.dtype not in default_dtypes:
         extras.append(f"dtype={t.dtype!r}")
     dev = t.device

@@ -168,10 +168,3 @@ def get_default_device() -> Device:
         d = Device(os.environ.get("RTX_DEVICE") or "cpu")
         _global_default[0] = d
     return d
-
-
-def ready(dev: Device) -> Device:
-    """``dev``, bound to its backend (raises if it can't be used)."""
-    if not dev._ready:
-        dev._resolve()
-    return dev

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from .dispatch.types import contiguous_strides
 
@@ -26,6 +26,19 @@ class Shape(tuple):
 
 
 Size = Shape
+
+
+def ints_arg(args: tuple[Any, ...], what: str = "size") -> tuple[int, ...]:
+    """``f(2, 3)`` or ``f((2, 3))`` -> (2, 3): how PyTorch takes shapes and dims."""
+    if len(args) == 1 and not isinstance(args[0], int) and hasattr(args[0], "__iter__"):
+        args = tuple(args[0])
+    out = []
+    for s in args:
+        try:
+            out.append(int(s.__index__()))
+        except (AttributeError, TypeError):
+            raise TypeError(f"{what} must be a sequence of ints, got {s!r} in {args!r}") from None
+    return tuple(out)
 
 
 def prod(xs: Iterable[int]) -> int:
@@ -52,10 +65,10 @@ _ALL_AXES = [tuple(range(n)) for n in range(9)]
 
 def normalize_dims(dim: int | Sequence[int] | None, ndim: int) -> tuple[int, ...]:
     """Sorted distinct non-negative axes; None means all."""
-    if dim is None:
-        return _ALL_AXES[ndim] if ndim < 9 else tuple(range(ndim))
     if type(dim) is int and -ndim <= dim < ndim:
         return (dim % ndim,)
+    if dim is None or (not isinstance(dim, int) and len(dim) == 0):  # () and [] mean all
+        return _ALL_AXES[ndim] if ndim < 9 else tuple(range(ndim))
     if isinstance(dim, int):
         return (normalize_dim(dim, ndim),) if ndim else ()
     axes = sorted({normalize_dim(d, ndim) for d in dim}) if ndim else []

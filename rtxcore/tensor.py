@@ -119,10 +119,11 @@ class Tensor:
         return id(self)
 
     def __bool__(self) -> bool:
-        if prod(self._shape) != 1:
+        n = prod(self._shape)
+        if n != 1:
             raise RuntimeError(
-                f"Boolean value of Tensor with more than one value is ambiguous "
-                f"(shape {tuple(self._shape)}); use .any() or .all()"
+                f"Boolean value of Tensor with {'more than one value' if n else 'no values'} "
+                f"is ambiguous (shape {tuple(self._shape)}); use .any() or .all()"
             )
         return bool(self.item())
 
@@ -132,6 +133,9 @@ class Tensor:
     def __int__(self) -> int:
         return int(self._one("int"))
 
+    def __complex__(self) -> complex:
+        return complex(self._one("complex"))
+
     def __index__(self) -> int:
         if self._dtype.kind not in "iub":
             raise TypeError(f"only integer tensors can be converted to an index, not {self._dtype.name}")
@@ -139,7 +143,7 @@ class Tensor:
 
     def _one(self, what: str) -> Any:
         if prod(self._shape) != 1:
-            raise RuntimeError(
+            raise ValueError(
                 f"only one-element tensors can be converted to Python scalars "
                 f"({what}() of a tensor of shape {tuple(self._shape)})"
             )
@@ -261,8 +265,8 @@ T.__ifloordiv__ = _e.floor_divide_
 T.__imod__ = _e.remainder_
 T.__ipow__ = _e.pow_
 # comparisons
-T.__eq__ = _e.eq
-T.__ne__ = _e.ne
+T.__eq__ = _e.eq_operator
+T.__ne__ = _e.ne_operator
 T.__lt__ = _e.lt
 T.__le__ = _e.le
 T.__gt__ = _e.gt

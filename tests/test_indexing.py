@@ -7,7 +7,7 @@ shape ``(n1, 2)`` in PyTorch but ``(2, n1)`` in NumPy. The reference
 None, ...) and then the advanced part (int arrays, lists, bool masks) with only
 slices around it, where NumPy and PyTorch agree.
 
-The primitive-only decompositions (the bitonic ``sort`` and ``index_put_``
+The primitive-only decompositions (the bitonic ``sort`` and ``_index_put``
 without a backend kernel) are checked against the kernels by taking the kernel
 out of the device's table for the duration of a test.
 """
@@ -984,3 +984,15 @@ def test_scatter_checks_src_against_index(device):
         rc.zeros(5, device=device).scatter_add_(0, rc.arange(5, device=device), rc.arange(10.0, device=device)[:2])
     with pytest.raises(RuntimeError, match="src"):
         rc.zeros(5, device=device).scatter(0, rc.arange(5, device=device), rc.ones(2, device=device))
+
+
+def test_python_bool_keys_and_setitem_with_extra_leading_ones(device):
+    x = rc.arange(6, device=device).reshape(3, 2)
+    a = np.arange(6).reshape(3, 2)
+    assert_close(x[True], a[True])
+    assert_close(x[False], a[False])
+    assert_close(x[0, True], a[0, True])
+    y = rc.zeros(3, 4, device=device)
+    y[0] = rc.ones(1, 4, device=device)  # PyTorch drops the value's leading 1s
+    y[[1, 2]] = rc.full((1, 1, 4), 2.0, device=device)
+    assert_close(y, np.array([[1] * 4, [2] * 4, [2] * 4], np.float32))

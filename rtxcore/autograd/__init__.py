@@ -1,6 +1,7 @@
-"""Autograd: the tape, backward rules and the engine (built in the next stage).
+"""Autograd: the tape, backward rules and the engine (the next stage).
 
-Every differentiable op front-end funnels through a few drivers in
-``rtxcore/ops/core.py`` (``unary``, ``binary``, ``where``, ``reduce``,
-``as_view``) and ``ops/linalg.matmul``; recording a graph node hooks in there.
+Recording hooks in where the op front-ends call kernels; ``rtxcore/ops/core.py``'s
+docstring lists those places. Tensors already carry an ``_ag`` slot (None
+outside any graph) and every storage a ``version`` counter that in-place
+writes bump.
 """

@@ -248,10 +248,6 @@ class Registry:
             + ", ".join(known)
         )
 
-    def kernel_table(self, device_type: str) -> dict[str, Callable[..., Any]]:
-        self.entry(device_type)
-        return self.tables[device_type]
-
 
 def _describe(exc: BaseException) -> str:
     last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []

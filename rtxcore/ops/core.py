@@ -2,9 +2,14 @@
 elementwise / reduction drivers every op goes through.
 
 A front-end checks devices, promotes dtypes, broadcasts, allocates the output,
-looks the kernel up in the device's table (one dict lookup) and calls it. Every
-differentiable op funnels through ``unary``, ``binary``, ``where``, ``reduce``,
-``matmul`` (ops/linalg.py) or ``as_view``, which is where autograd records.
+looks the kernel up in the device's table (one dict lookup) and calls it.
+
+Where kernels are called, for autograd to record at: the drivers here (``unary``,
+``binary``, ``where``, ``reduce``, ``cast``, ``contiguous``), ``matmul``
+(ops/linalg.py), the indexing and joining front-ends (ops/indexing.py:
+``getitem``, ``setitem``, ``gather``, ``scatter*``, ``masked_*``, ``cat``,
+``sort``), ``clone`` (ops/creation.py) and the backend overrides of composites;
+views are made by ``as_view`` (``detach`` too, which must not record).
 """
 
 from __future__ import annotations
@@ -93,9 +98,7 @@ def view_of(t: Tensor) -> Any:
     """The backend's native view of ``t`` (built once, then kept on the tensor)."""
     h = t._h
     if h is None:
-        off = t._offset
-        if off and 0 in t._shape:  # an empty view's offset may point past its storage
-            off = 0
+        off = _safe_offset(t._offset, t._shape)
         h = t._h = t._device.view(t._storage.buffer, t._shape, t._strides, off, t._dtype)
     return h
 
@@ -127,10 +130,12 @@ def expand_to(t: Tensor, shape: tuple[int, ...]) -> Any:
     if t._shape == shape:
         return view_of(t)
     strides = expand_strides(t._shape, t._strides, shape)
-    off = t._offset
-    if off and 0 in shape:  # an empty view's offset may point past its storage
-        off = 0
-    return t._device.view(t._storage.buffer, shape, strides, off, t._dtype)
+    return t._device.view(t._storage.buffer, shape, strides, _safe_offset(t._offset, shape), t._dtype)
+
+
+def _safe_offset(offset: int, shape: tuple[int, ...]) -> int:
+    """An empty view's offset may point past its storage; backends get 0 there."""
+    return 0 if offset and 0 in shape else offset
 
 
 def cast(t: Tensor, dtype: DType) -> Tensor:
@@ -150,8 +155,13 @@ def contiguous(t: Tensor) -> Tensor:
     return out
 
 
-def scalar_for(v: Any, dtype: DType) -> Any:
-    """A Python scalar converted to ``dtype`` as a kernel expects it (ints wrap)."""
+def scalar_for(v: Any, dtype: DType, strict: bool = False) -> Any:
+    """A Python scalar converted to ``dtype`` as a kernel expects it.
+
+    Integers outside int64 raise OverflowError. Inside it, arithmetic operands
+    wrap into narrower dtypes (``int8_tensor + 300`` as in PyTorch); values
+    stored as they are (``fill_``, ``full``: ``strict``) must fit.
+    """
     k = dtype.kind
     if k == "f":
         return float(v)
@@ -160,7 +170,14 @@ def scalar_for(v: Any, dtype: DType) -> Any:
     if isinstance(v, float) and v != v:
         raise RuntimeError(f"cannot convert nan to integer dtype {dtype.name}")
     iv = int(v)
+    if not -(1 << 63) <= iv < (1 << 63):
+        raise OverflowError(f"Python int {iv} is too big to convert to a tensor element")
     bits = dtype.itemsize * 8
+    lo, hi = (0, (1 << bits) - 1) if k == "u" else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+    if lo <= iv <= hi:
+        return iv
+    if strict:
+        raise RuntimeError(f"value {v} cannot be converted to type {dtype.name} without overflow")
     if k == "u":
         return iv & ((1 << bits) - 1)
     half = 1 << (bits - 1)
@@ -375,11 +392,6 @@ def where(cond: Tensor, x: Any, y: Any) -> Tensor:
     return res
 
 
-def composite_or(op: str, dev: Device) -> Callable[..., Any] | None:
-    """A backend's kernel for composite ``op``, if it supplies one."""
-    return dev.kernels.get(op)
-
-
 # -- reductions ----------------------------------------------------------------------
 
 
@@ -418,10 +430,6 @@ def drop_axes(t: Tensor, axes: tuple[int, ...]) -> Tensor:
     shape = tuple(n for i, n in enumerate(t._shape) if i not in axes)
     strides = tuple(s for i, s in enumerate(t._strides) if i not in axes)
     return as_view(t, shape, strides, t._offset)
-
-
-def numel(t: Tensor) -> int:
-    return prod(t._shape)
 
 
 def write_result(x: Tensor, r: Tensor, op: str, allow_any_cast: bool = False) -> Tensor:

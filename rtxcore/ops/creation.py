@@ -11,7 +11,7 @@ import numpy as np
 from .. import dtype as D
 from ..device import Device
 from ..random import Generator, default_generator
-from ..shape import prod
+from ..shape import ints_arg, prod
 from ..tensor import Storage, Tensor
 from .core import (cast, contiguous, empty as _empty, from_host, kernel, make,
                    ready_device, scalar_for, view_of)
@@ -89,7 +89,7 @@ def as_tensor_on(value: Any, dev: Device, dtype: D.DType) -> Tensor:
     """``value`` (a number or data) as a tensor of ``dtype`` on ``dev``."""
     if isinstance(value, (int, float, bool)):
         t = _empty((), dtype, dev)
-        kernel(dev, "full")(t._h, scalar_for(value, dtype))
+        kernel(dev, "full")(t._h, scalar_for(value, dtype, strict=True))
         return t
     return tensor(value, dtype=dtype, device=dev)
 
@@ -139,18 +139,11 @@ def _rebuild(arr: np.ndarray, device: str) -> Tensor:
 
 
 def _size(size: tuple[Any, ...]) -> tuple[int, ...]:
-    if len(size) == 1 and isinstance(size[0], (tuple, list)):
-        size = tuple(size[0])
-    out = []
-    for s in size:
-        try:
-            n = int(s.__index__())
-        except (AttributeError, TypeError):
-            raise TypeError(f"size must be a sequence of ints, got {s!r} in {size!r}") from None
+    shape = ints_arg(size)
+    for n in shape:
         if n < 0:
-            raise RuntimeError(f"Trying to create tensor with negative dimension {n}: {list(size)}")
-        out.append(n)
-    return tuple(out)
+            raise RuntimeError(f"Trying to create tensor with negative dimension {n}: {list(shape)}")
+    return shape
 
 
 def empty(*size: Any, dtype: Any = None, device: Any = None) -> Tensor:
@@ -158,12 +151,12 @@ def empty(*size: Any, dtype: Any = None, device: Any = None) -> Tensor:
 
 
 def full(size: Any, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
-    shape = _size((size,) if not isinstance(size, int) else (size,))
+    shape = _size((size,))
     if type(fill_value) is Tensor:
         fill_value = fill_value.item()
     dt = D.scalar_dtype(fill_value) if dtype is None else D.as_dtype(dtype)
     t = _empty(shape, dt, ready_device(device))
-    kernel(t._device, "full")(t._h, scalar_for(fill_value, dt))
+    kernel(t._device, "full")(t._h, scalar_for(fill_value, dt, strict=True))
     return t
 
 
@@ -449,10 +442,6 @@ def _converter(dt: D.DType) -> Any:
 
     convert.__name__ = dt.name
     return convert
-
-
-def contiguous_(x: Tensor) -> Tensor:
-    return contiguous(x)
 
 
 METHODS = ["new_empty", "new_zeros", "new_ones", "new_full", "new_tensor", "clone", "numpy", "item", "tolist", "to", "cpu", "type_as", "uniform_", "normal_"]

@@ -73,15 +73,24 @@ def logical_not(x: Tensor) -> Tensor:
     return unary("logical_not", x, TO_BOOL)
 
 
+def _scaled(x: Any, y: Any, alpha: Any) -> Any:
+    """``alpha * y`` for add/sub's ``alpha=``; a float alpha needs float operands."""
+    if isinstance(alpha, float) and all(
+        (type(v) is Tensor and v._dtype.kind != "f") or isinstance(v, int) for v in (x, y)
+    ):
+        raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
+    return mul(y, alpha)
+
+
 def add(x: Any, y: Any, *, alpha: Any = 1) -> Tensor:
     if alpha != 1:
-        y = mul(y, alpha)
+        y = _scaled(x, y, alpha)
     return binary("add", x, y)
 
 
 def sub(x: Any, y: Any, *, alpha: Any = 1) -> Tensor:
     if alpha != 1:
-        y = mul(y, alpha)
+        y = _scaled(x, y, alpha)
     if _is_bool(x) or _is_bool(y):
         raise RuntimeError("subtraction, the `-` operator, with a bool tensor is not supported; use logical_xor()")
     return binary("sub", x, y)
@@ -363,7 +372,12 @@ clip = clamp
 
 
 def lerp(start: Tensor, end: Tensor, weight: Any) -> Tensor:
-    return add(start, mul(weight, sub(end, start)))
+    # PyTorch's two-sided form: exact at both ends (weight 0 gives start, 1 gives end)
+    diff = sub(end, start)
+    if not isinstance(weight, Tensor):
+        return add(start, mul(diff, weight)) if weight < 0.5 else sub(end, mul(diff, 1.0 - weight))
+    return _where(lt(abs(weight), 0.5), add(start, mul(weight, diff)),
+                  sub(end, mul(diff, sub(1.0, weight))))
 
 
 def _check_int_divisor(x: Any, y: Any) -> None:
@@ -503,13 +517,13 @@ def _check_bool_operands(sym: str, x: Any, y: Any) -> None:
 
 def add_(x: Tensor, y: Any, *, alpha: Any = 1) -> Tensor:
     if alpha != 1:
-        y = mul(y, alpha)
+        y = _scaled(x, y, alpha)
     return binary("add", x, y, out=x)
 
 
 def sub_(x: Tensor, y: Any, *, alpha: Any = 1) -> Tensor:
     if alpha != 1:
-        y = mul(y, alpha)
+        y = _scaled(x, y, alpha)
     return binary("sub", x, y, out=x)
 
 
@@ -563,7 +577,7 @@ def fill_(x: Tensor, value: Any) -> Tensor:
         if value.numel() != 1 or value.ndim:
             raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with {value.ndim} dimensions")
         value = value.item()
-    kernel(x._device, "full")(view_of(x), scalar_for(value, x._dtype))
+    kernel(x._device, "full")(view_of(x), scalar_for(value, x._dtype, strict=True))
     x._storage.version += 1
     return x
 
@@ -597,6 +611,19 @@ def copy_(x: Tensor, src: Any) -> Tensor:
 
 
 # -- helpers ------------------------------------------------------------------------
+
+
+def eq_operator(x: Tensor, y: Any) -> Any:
+    """``x == y``: elementwise, but ``x == None`` (or another non-number) is False."""
+    if y is None or not (type(y) is Tensor or is_scalar(y) or hasattr(y, "__array__")):
+        return False
+    return eq(x, y)
+
+
+def ne_operator(x: Tensor, y: Any) -> Any:
+    if y is None or not (type(y) is Tensor or is_scalar(y) or hasattr(y, "__array__")):
+        return True
+    return ne(x, y)
 
 
 def where_method(x: Tensor, condition: Tensor, other: Any) -> Tensor:

@@ -100,8 +100,10 @@ def _basic(x: Tensor, key: Any) -> tuple[Tensor, list[tuple[int, Any]]]:
             shape.append(1)
             strides.append(0)
             continue
-        if isinstance(k, bool):
-            raise IndexError("indexing with a Python bool is not supported; use a bool tensor")
+        if isinstance(k, bool):  # x[True] adds a dim of 1, x[False] one of 0 (as NumPy)
+            shape.append(1 if k else 0)
+            strides.append(0)
+            continue
         if isinstance(k, int) or (hasattr(k, "__index__") and not _is_index_seq(k) and type(k) is not Tensor):
             i = int(k.__index__() if not isinstance(k, int) else k)
             size = x._shape[d]
@@ -219,10 +221,17 @@ def getitem(x: Tensor, key: Any) -> Tensor:
     return out
 
 
+def _strip_leading_ones(value: Any, ndim: int) -> Any:
+    """PyTorch lets ``x[i] = v`` take a ``v`` with extra leading size-1 dims."""
+    while type(value) is Tensor and value.ndim > ndim and value._shape[0] == 1:
+        value = V.squeeze(value, 0)
+    return value
+
+
 def setitem(x: Tensor, key: Any, value: Any) -> None:
     v, adv = _basic(x, key)
     if not adv:
-        E.copy_(v, value)
+        E.copy_(v, _strip_leading_ones(value, v.ndim))
         return
     vp, idx, dims = _prepare_advanced(v, adv)
     k = len(idx)
@@ -233,7 +242,7 @@ def setitem(x: Tensor, key: Any, value: Any) -> None:
     val = value if type(value) is Tensor else as_tensor_on(value, x._device, x._dtype)
     if val._device is not x._device:
         raise mixed_devices("index_put_", x, val)
-    val = cast(val, x._dtype)
+    val = _strip_leading_ones(cast(val, x._dtype), len(target_shape))
     adjacent = dims == list(range(dims[0], dims[0] + k)) and dims[0] > 0
     # the value broadcasts to the result of getitem, whose layout has the index
     # dims where the index tensors stood when those are adjacent
@@ -249,11 +258,11 @@ def setitem(x: Tensor, key: Any, value: Any) -> None:
         n = len(ishape)
         full = V.permute(full, list(range(dims[0], dims[0] + n)) + list(range(dims[0])) + list(range(dims[0] + n, full.ndim)))
     vals = expand_to(full, target_shape)
-    index_put_(vp, tuple(idx), vals, ishape)
+    _index_put(vp, tuple(idx), vals, ishape)
     x._storage.version += 1
 
 
-def index_put_(out: Tensor, idx: tuple[Tensor, ...], vals: Any, ishape: tuple[int, ...]) -> None:
+def _index_put(out: Tensor, idx: tuple[Tensor, ...], vals: Any, ishape: tuple[int, ...]) -> None:
     """out[idx] = vals, where vals is a native view already broadcast to the result."""
     dev = out._device
     k = dev.kernels.get("index_put")
@@ -410,7 +419,7 @@ def scatter_(x: Tensor, dim: int, index: Tensor, src: Any = None, *, value: Any 
         t = empty((), x._dtype, x._device)
         kernel(x._device, "full")(t._h, scalar_for(src, x._dtype))
         vals = expand_to(t, ishape)
-    index_put_(x, tuple(idx), vals, ishape)
+    _index_put(x, tuple(idx), vals, ishape)
     x._storage.version += 1
     return x
 
@@ -439,7 +448,7 @@ def masked_fill(x: Tensor, mask: Tensor, value: Any) -> Tensor:
     except RuntimeError:
         raise RuntimeError(f"masked_fill: the mask of shape {tuple(mask._shape)} can't be broadcast to the tensor's shape {tuple(x._shape)}") from None
     out = empty(x._shape, x._dtype, x._device)
-    kernel(x._device, "where")(out._h, expand_to(mask, x._shape), scalar_for(value, x._dtype), view_of(x))
+    kernel(x._device, "where")(out._h, expand_to(mask, x._shape), scalar_for(value, x._dtype, strict=True), view_of(x))
     return out
 
 

@@ -59,30 +59,39 @@ def _acc_dtype(dt: D.DType, dev: Any) -> D.DType:
     return D.float32 if dt is D.float16 and dev.supports(D.float32) else dt
 
 
-def _nonempty(op: str, x: Tensor, axes: tuple[int, ...]) -> None:
-    if builtins.any(x._shape[a] == 0 for a in axes) or (not axes and x.ndim and prod(x._shape) == 0):
-        raise RuntimeError(
+def _nonempty(op: str, x: Tensor, axes: tuple[int, ...], whole: bool) -> None:
+    """max/min-like reductions have no value over nothing: PyTorch's errors."""
+    if not prod(x._shape) == 0:
+        return
+    if whole:
+        err = IndexError if op.startswith("arg") else RuntimeError
+        raise err(
             f"{op}(): Expected reduction dim to be specified for input.numel() == 0 "
-            f"(shape {tuple(x._shape)}); specify a dim of non-zero size"
+            f"(shape {tuple(x._shape)}). Specify the reduction dim with the 'dim' argument."
         )
+    for a in axes:
+        if x._shape[a] == 0:
+            raise IndexError(
+                f"{op}(): Expected reduction dim {a} to have non-zero size (shape {tuple(x._shape)})."
+            )
 
 
-def amax(x: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor:
-    axes = _axes(x, None if dim == () else dim)
-    _nonempty("amax", x, axes)
+def amax(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    axes = _axes(x, dim)
+    _nonempty("amax", x, axes, dim is None)
     return reduce("max", x, axes, keepdim)
 
 
-def amin(x: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor:
-    axes = _axes(x, None if dim == () else dim)
-    _nonempty("amin", x, axes)
+def amin(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    axes = _axes(x, dim)
+    _nonempty("amin", x, axes, dim is None)
     return reduce("min", x, axes, keepdim)
 
 
 def _arg(op: str, x: Tensor, dim: Any, keepdim: bool) -> Tensor:
     if dim is None:
         flat = contiguous(x).reshape(-1) if x.ndim != 1 else x
-        _nonempty(op, flat, (0,))
+        _nonempty(op, flat, (0,), True)
         res = empty((1,), D.int64, x._device)
         kernel(x._device, op)(res._h, view_of(flat), 0)
         out = as_view(res, (), (), 0)
@@ -90,7 +99,7 @@ def _arg(op: str, x: Tensor, dim: Any, keepdim: bool) -> Tensor:
     axis = normalize_dim(dim, x.ndim)
     if x.ndim == 0:
         return E.zeros_scalar_like(cast(x, D.int64))
-    _nonempty(op, x, (axis,))
+    _nonempty(op, x, (axis,), False)
     kshape = tuple(1 if i == axis else n for i, n in enumerate(x._shape))
     res = empty(kshape, D.int64, x._device)
     kernel(x._device, op)(res._h, view_of(x), axis)
@@ -125,6 +134,8 @@ def min(x: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
 
 def var(x: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
         correction: Any = None) -> Tensor:
+    if isinstance(dim, bool):  # var(x, False): PyTorch's (input, unbiased) overload
+        dim, unbiased = None, dim
     if correction is None:
         correction = 1 if unbiased is None or unbiased else 0
     x = E._float(x)
@@ -150,6 +161,15 @@ def var_mean(x: Tensor, dim: Any = None, *, correction: Any = 1, keepdim: bool =
 
 
 def all(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001
+    # uint8 in, uint8 out (PyTorch keeps that legacy); bool otherwise
+    return _all(x, dim, keepdim) if x._dtype is not D.uint8 else cast(_all(x, dim, keepdim), D.uint8)
+
+
+def any(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001
+    return _any(x, dim, keepdim) if x._dtype is not D.uint8 else cast(_any(x, dim, keepdim), D.uint8)
+
+
+def _all(x: Tensor, dim: Any, keepdim: bool) -> Tensor:
     b = cast(x, D.bool_)
     if prod(x._shape) == 0 and dim is None:
         return E._full_bool(empty((), D.bool_, x._device), True)
@@ -159,7 +179,7 @@ def all(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A
     return reduce("min", b, axes, keepdim)
 
 
-def any(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001
+def _any(x: Tensor, dim: Any, keepdim: bool) -> Tensor:
     b = cast(x, D.bool_)
     if prod(x._shape) == 0 and dim is None:
         return E._full_bool(empty((), D.bool_, x._device), False)

@@ -6,21 +6,15 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..shape import (expand_strides, infer_shape, normalize_dim, prod, view_strides)
+from ..shape import (expand_strides, infer_shape, ints_arg, normalize_dim, prod, view_strides)
 from ..tensor import Tensor
 from .core import as_view, contiguous, cstrides
-
-
-def _shape_arg(args: tuple[Any, ...]) -> tuple[int, ...]:
-    if len(args) == 1 and not isinstance(args[0], int):
-        return tuple(int(s) for s in args[0])
-    return tuple(int(s) for s in args)
 
 
 def view(x: Tensor, *shape: Any) -> Tensor:
     if len(shape) == 1 and not isinstance(shape[0], (int, tuple, list)) and hasattr(shape[0], "itemsize"):
         raise NotImplementedError("view(dtype) is not supported; use .to(dtype)")
-    shape = infer_shape(_shape_arg(shape), prod(x._shape), tuple(x._shape))
+    shape = infer_shape(ints_arg(shape), prod(x._shape), tuple(x._shape))
     strides = view_strides(x._shape, x._strides, shape)
     if strides is None:
         raise RuntimeError(
@@ -32,7 +26,7 @@ def view(x: Tensor, *shape: Any) -> Tensor:
 
 
 def reshape(x: Tensor, *shape: Any) -> Tensor:
-    shape = infer_shape(_shape_arg(shape), prod(x._shape), tuple(x._shape))
+    shape = infer_shape(ints_arg(shape), prod(x._shape), tuple(x._shape))
     strides = view_strides(x._shape, x._strides, shape)
     if strides is not None:
         return as_view(x, shape, strides, x._offset)
@@ -49,7 +43,7 @@ def reshape_as(x: Tensor, other: Tensor) -> Tensor:
 
 
 def permute(x: Tensor, *dims: Any) -> Tensor:
-    dims = _shape_arg(dims)
+    dims = ints_arg(dims)
     n = len(x._shape)
     if len(dims) != n:
         raise RuntimeError(
@@ -98,7 +92,7 @@ moveaxis = movedim
 
 
 def expand(x: Tensor, *sizes: Any) -> Tensor:
-    target = _shape_arg(sizes)
+    target = ints_arg(sizes)
     strides = expand_strides(x._shape, x._strides, target)
     shape = tuple(x._shape[i - len(target) + x.ndim] if s == -1 else s for i, s in enumerate(target))
     return as_view(x, shape, strides, x._offset)
@@ -160,7 +154,7 @@ def narrow(x: Tensor, dim: int, start: Any, length: int) -> Tensor:
     if start < 0:
         start += size
     if not 0 <= start <= size or length < 0 or start + length > size:
-        raise IndexError(
+        raise RuntimeError(
             f"narrow(): start {start} + length {length} exceeds dimension {d} of size {size}"
         )
     shape = x._shape[:d] + (length,) + x._shape[d + 1:]
@@ -246,7 +240,7 @@ def unfold(x: Tensor, dimension: int, size: int, step: int) -> Tensor:
 def repeat(x: Tensor, *sizes: Any) -> Tensor:
     """Tile ``x`` (``Tensor.repeat``): an expand of interleaved size-1 dims, then
     one copy by ``reshape``."""
-    reps = _shape_arg(sizes)
+    reps = ints_arg(sizes)
     if len(reps) < x.ndim:
         raise RuntimeError(
             f"Number of dimensions of repeat dims ({len(reps)}) can not be smaller than "
