@@ -13,6 +13,12 @@ from rtxcore.testing import assert_close
 memory = pytest.importorskip("rtx_cpu.memory")
 
 
+@pytest.fixture(autouse=True)
+def small_pool(monkeypatch):
+    """Pool from 256 KiB in these tests, so they need no 32 MiB buffers."""
+    monkeypatch.setattr(memory, "POOL_MIN_BYTES", 256 * 1024)
+
+
 def test_numpy_shares_memory_with_views():
     x = rc.arange(12, dtype=rc.float32).reshape(3, 4)
     v = x.t()[1:]

@@ -25,7 +25,9 @@ warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"rtx_cpu\.ker
 
 
 def empty(shape: tuple[int, ...], dtype: Any, index: int) -> tuple[np.ndarray, np.ndarray]:
-    a = memory.empty(shape, dtype.numpy)
+    a = np.empty(shape, dtype.numpy)
+    if a.nbytes >= memory.POOL_MIN_BYTES:  # rare and slow anyway: the check stays cheap
+        a = memory.empty(shape, dtype.numpy)
     return a, a
 
 

@@ -4,8 +4,12 @@ A fresh large ``np.empty`` is new memory from the OS, and its first write pays a
 page fault per page: NumPy's allocating 16M-float add takes about 1.5x the time
 of the same add into an existing buffer. Buffers of ``POOL_MIN_BYTES`` or more are
 therefore kept when the last array using them dies and handed out again for the
-next request of the same size, as PyTorch's caching allocators do. Small buffers
-go straight to NumPy: for them the bookkeeping would cost more than it saves.
+next request of the same size, as PyTorch's caching allocators do.
+
+Smaller buffers go straight to NumPy. glibc's malloc already reuses freed blocks
+below its mmap threshold, which grows up to 32 MiB, so there the pool only added
+its bookkeeping (measured: 1.06-1.19x NumPy's time from 1 to 16 MiB with the pool,
+0.56-0.71x at 32 and 64 MiB).
 
 How "the last array" is known: the memory is exposed through a ``_Block`` (via
 ``__array_interface__``), which NumPy records as the base of every array and
@@ -24,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-POOL_MIN_BYTES = 256 * 1024
+POOL_MIN_BYTES = 32 * 1024 * 1024
 POOL_MAX_BYTES = 512 * 1024 * 1024
 
 _enabled = os.environ.get("RTX_CPU_POOL", "1") not in ("0", "false", "off")
