@@ -10,22 +10,9 @@ import pytest
 import rtxcore as rc
 from rtxcore.testing import assert_close
 
-ALL = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64"]
+from .dtypes_table import ALL, need, npdt, rdt
+
 FLOATS = ["float16", "float32", "float64"]
-
-
-def rdt(name: str):
-    return rc.bool_ if name == "bool" else getattr(rc, name)
-
-
-def npdt(name: str) -> np.dtype:
-    return np.dtype(np.bool_ if name == "bool" else name)
-
-
-def need(device, *names) -> None:
-    for n in names:
-        if not rc.device(device).supports(rdt(n)):
-            pytest.skip(f"{device} does not support {n}")
 
 
 @pytest.fixture

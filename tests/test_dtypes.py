@@ -1,7 +1,7 @@
 """PyTorch's type promotion: the dtype table, Python scalars (by category only),
 0-dim tensors (ranked below dimensioned ones) and the default float dtype.
 
-The expected table below is written out from PyTorch's documented rules
+The expected table (tests/dtypes_table.py) is written out from PyTorch's documented rules
 (torch.promote_types), not computed by the code under test.
 """
 
@@ -13,38 +13,11 @@ import pytest
 import rtxcore as rc
 from rtxcore.testing import assert_close
 
-ALL = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64"]
-
-# torch.promote_types(row, column), columns in the order of ALL
-PROMOTE = {
-    "bool":    ["bool",    "uint8",   "int8",    "int16",   "int32",   "int64",   "float16", "float32", "float64"],
-    "uint8":   ["uint8",   "uint8",   "int16",   "int16",   "int32",   "int64",   "float16", "float32", "float64"],
-    "int8":    ["int8",    "int16",   "int8",    "int16",   "int32",   "int64",   "float16", "float32", "float64"],
-    "int16":   ["int16",   "int16",   "int16",   "int16",   "int32",   "int64",   "float16", "float32", "float64"],
-    "int32":   ["int32",   "int32",   "int32",   "int32",   "int32",   "int64",   "float16", "float32", "float64"],
-    "int64":   ["int64",   "int64",   "int64",   "int64",   "int64",   "int64",   "float16", "float32", "float64"],
-    "float16": ["float16", "float16", "float16", "float16", "float16", "float16", "float16", "float32", "float64"],
-    "float32": ["float32", "float32", "float32", "float32", "float32", "float32", "float32", "float32", "float64"],
-    "float64": ["float64", "float64", "float64", "float64", "float64", "float64", "float64", "float64", "float64"],
-}
-
-
-def rdt(name: str):
-    return rc.bool_ if name == "bool" else getattr(rc, name)
-
-
-def npdt(name: str) -> np.dtype:
-    return np.dtype(np.bool_ if name == "bool" else name)
-
-
-def need(device, *names) -> None:
-    for n in names:
-        if not rc.device(device).supports(rdt(n)):
-            pytest.skip(f"{device} does not support {n}")
+from .dtypes_table import ALL, need, npdt, rdt, torch_promote
 
 
 def expected_promote(a: str, b: str) -> str:
-    return PROMOTE[a][ALL.index(b)]
+    return torch_promote(a, b)
 
 
 @pytest.fixture

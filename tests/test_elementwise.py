@@ -15,26 +15,12 @@ import pytest
 import rtxcore as rc
 from rtxcore.testing import assert_close
 
+from .dtypes_table import ALL, need, npdt, rdt, torch_promote
 
-ALL = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64"]
+
 INTS = ["uint8", "int8", "int16", "int32", "int64"]
 FLOATS = ["float16", "float32", "float64"]
 NONBOOL = INTS + FLOATS
-
-
-def rdt(name: str):
-    return rc.bool_ if name == "bool" else getattr(rc, name)
-
-
-def npdt(name: str) -> np.dtype:
-    return np.dtype(np.bool_ if name == "bool" else name)
-
-
-def need(device, *names) -> None:
-    dev = rc.device(device)
-    for n in names:
-        if not dev.supports(rdt(n)):
-            pytest.skip(f"{device} does not support {n}")
 
 
 def cat(name: str) -> int:
@@ -456,24 +442,6 @@ def test_maximum_minimum_propagate_nan(device, op):
     b = np.array([0.0, math.nan, 1.0, math.nan])
     assert_close(getattr(rc, op)(rc.tensor(a, device=device), rc.tensor(b, device=device)),
                  getattr(np, op)(a, b))
-
-
-# torch's promotion table (torch.promote_types), dtypes in the order of ALL
-_P = {
-    "bool":    ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64"],
-    "uint8":   ["uint8", "uint8", "int16", "int16", "int32", "int64", "float16", "float32", "float64"],
-    "int8":    ["int8", "int16", "int8", "int16", "int32", "int64", "float16", "float32", "float64"],
-    "int16":   ["int16", "int16", "int16", "int16", "int32", "int64", "float16", "float32", "float64"],
-    "int32":   ["int32", "int32", "int32", "int32", "int32", "int64", "float16", "float32", "float64"],
-    "int64":   ["int64", "int64", "int64", "int64", "int64", "int64", "float16", "float32", "float64"],
-    "float16": ["float16"] * 7 + ["float32", "float64"],
-    "float32": ["float32"] * 8 + ["float64"],
-    "float64": ["float64"] * 9,
-}
-
-
-def torch_promote(a: str, b: str) -> str:
-    return _P[a][ALL.index(b)]
 
 
 @pytest.mark.parametrize("op,na,nb", [

@@ -11,24 +11,15 @@ import pytest
 import rtxcore as rc
 from rtxcore.testing import assert_close
 
+from .dtypes_table import ALL, need, rdt
+
 # NumPy's ddof warning comes from the reference computation, not from rtxcore.
 pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning:numpy")]
 
-ALL = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64"]
 FLOATS = ["float16", "float32", "float64"]
 SHAPE = (2, 3, 4)
 DIMS = [None, 0, 1, -1, -2, (0, 2), (-1, 0), (0, 1, 2)]
 INT_DIMS = [None, 0, 2, -1, -3]
-
-
-def rdt(name: str):
-    return rc.bool_ if name == "bool" else getattr(rc, name)
-
-
-def need(device, *names) -> None:
-    for n in names:
-        if not rc.device(device).supports(rdt(n)):
-            pytest.skip(f"{device} does not support {n}")
 
 
 def sample(name: str, shape=SHAPE, seed: int = 0, lo: float = -3.0, hi: float = 3.0) -> np.ndarray:
