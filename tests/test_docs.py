@@ -1,0 +1,26 @@
+"""The README's example and the demo run as written."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_readme_example_runs():
+    text = (ROOT / "README.md").read_text()
+    code = re.search(r"## Ten lines\n\n```python\n(.*?)```", text, re.S).group(1)
+    assert len(code.strip().splitlines()) <= 10
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "tensor([26., 36.])" in r.stdout  # (x.T @ x + 1).sum(0) for x = [[1, 2], [3, 4]]
+
+
+def test_demo_fits_its_line():
+    r = subprocess.run([sys.executable, str(ROOT / "examples" / "demo.py")], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "rtx-cpu" in r.stdout and "fit OK" in r.stdout
