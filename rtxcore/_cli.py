@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.cmd != "info":
         parser.print_help()
-        return 0 if args.cmd is None and argv == [] else 2
+        return 2
     print(render(kernels=args.kernels))
     return 0
 

@@ -237,9 +237,13 @@ def unary(op: str, x: Tensor, kind: int = SAME, out: Tensor | None = None) -> Te
     odt = _bool if kind == TO_BOOL else dt
     k = dev.kernels.get(op) or kernel(dev, op)
     if out is None:
-        res = empty(x._shape, odt, dev)
-        k(res._h, view_of(x))
-        return res
+        if odt not in dev._dtypes:
+            check_dtype(odt, dev)
+        shape = x._shape
+        buf, h = dev.kernels["empty"](shape, odt, dev.index)
+        a = x._h
+        k(h, view_of(x) if a is None else a)
+        return make(Storage(buf, dev), shape, cstrides(shape), 0, odt, dev, h)
     return _write_inplace(op, k, out, odt, (view_of(x),), x._shape)
 
 
