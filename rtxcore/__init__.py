@@ -75,7 +75,7 @@ def broadcast_shapes(*shapes: Any) -> Shape:
 
 
 def is_tensor(obj: Any) -> bool:
-    return type(obj) is Tensor
+    return isinstance(obj, Tensor)
 
 
 def numel(x: Tensor) -> type(1):  # type: ignore[valid-type]

@@ -227,7 +227,7 @@ SAME, FLOAT, TO_BOOL = 0, 1, 2
 
 
 def unary(op: str, x: Tensor, kind: int = SAME, out: Tensor | None = None) -> Tensor:
-    if type(x) is not Tensor:
+    if not isinstance(x, Tensor):
         raise bad_operand(op, x)
     dev = x._device
     dt = x._dtype
@@ -282,7 +282,7 @@ def check_overlap(op: str, out: Tensor, *inputs: Any) -> None:
                 "before performing the operation."
             )
     for t in inputs:
-        if type(t) is not Tensor or t._storage is not out._storage:
+        if not isinstance(t, Tensor) or t._storage is not out._storage:
             continue
         if (t._offset, t._shape, t._strides) == (out._offset, out._shape, out._strides):
             continue  # exact overlap: elementwise kernels handle it
@@ -309,7 +309,7 @@ def binary(op: str, x: Any, y: Any, kind: int = SAME, out: Tensor | None = None)
     kind: SAME (result has the promoted dtype), FLOAT (ints promote to the default
     float: true division), TO_BOOL (computed in the promoted dtype, result bool).
     """
-    tx, ty = type(x) is Tensor, type(y) is Tensor
+    tx, ty = isinstance(x, Tensor), isinstance(y, Tensor)
     if tx and ty:
         # Fast path (most ops): same device, dtype and non-empty shape, new output.
         dt, shape = x._dtype, x._shape
@@ -373,24 +373,24 @@ def _fresh(k: Callable[..., Any], dev: Device, shape: tuple[int, ...], odt: DTyp
 
 
 def where(cond: Tensor, x: Any, y: Any) -> Tensor:
-    if type(cond) is not Tensor:
+    if not isinstance(cond, Tensor):
         raise bad_operand("where", cond)
-    tensors = [t for t in (cond, x, y) if type(t) is Tensor]
+    tensors = [t for t in (cond, x, y) if isinstance(t, Tensor)]
     dev = cond._device
     for t in tensors:
         if t._device is not dev:
             raise mixed_devices("where", cond, t)
     for v in (x, y):
-        if type(v) is not Tensor and not is_scalar(v):
+        if not isinstance(v, Tensor) and not is_scalar(v):
             raise bad_operand("where", v)
     dt = D.result_type(x, y)
     shape = cond._shape
     for t in (x, y):
-        if type(t) is Tensor:
+        if isinstance(t, Tensor):
             shape = broadcast_shapes(shape, t._shape)
     c = expand_to(cast(cond, _bool), shape)
-    a = expand_to(cast(x, dt), shape) if type(x) is Tensor else scalar_for(x, dt)
-    b = expand_to(cast(y, dt), shape) if type(y) is Tensor else scalar_for(y, dt)
+    a = expand_to(cast(x, dt), shape) if isinstance(x, Tensor) else scalar_for(x, dt)
+    b = expand_to(cast(y, dt), shape) if isinstance(y, Tensor) else scalar_for(y, dt)
     res = empty(shape, dt, dev)
     kernel(dev, "where")(res._h, c, a, b)
     return res

@@ -21,7 +21,7 @@ from .core import (cast, contiguous, empty as _empty, from_host, kernel, make,
 
 def _numpy_from_data(data: Any, dtype: D.DType | None) -> np.ndarray:
     """A new C-contiguous numpy array holding ``data`` with rtxcore's dtype rules."""
-    if type(data) is Tensor:
+    if isinstance(data, Tensor):
         arr = data.detach().cpu().numpy()
         return np.array(arr, dtype=(dtype or data._dtype).numpy, copy=True, order="C")
     if isinstance(data, (np.ndarray, np.generic)):
@@ -71,7 +71,7 @@ def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
     """Like ``tensor`` but shares memory when it can (a tensor already right, or a
     numpy array on cpu with the wanted dtype)."""
     dt = None if dtype is None else D.as_dtype(dtype)
-    if type(data) is Tensor:
+    if isinstance(data, Tensor):
         return data.to(device=device if device is not None else data._device, dtype=dt or data._dtype)
     dev = ready_device(device)
     if isinstance(data, np.ndarray) and dev.type == "cpu" and (dt is None or dt.numpy == data.dtype):
@@ -152,7 +152,7 @@ def empty(*size: Any, dtype: Any = None, device: Any = None) -> Tensor:
 
 def full(size: Any, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
     shape = _size((size,))
-    if type(fill_value) is Tensor:
+    if isinstance(fill_value, Tensor):
         fill_value = fill_value.item()
     dt = D.scalar_dtype(fill_value) if dtype is None else D.as_dtype(dtype)
     t = _empty(shape, dt, ready_device(device))
@@ -224,7 +224,7 @@ def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None,
            device: Any = None) -> Tensor:
     if end is None:
         start, end = 0, start
-    vals = [v.item() if type(v) is Tensor else v for v in (start, end, step)]
+    vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
     start, end, step = vals
     if step == 0:
         raise RuntimeError("arange: step must be nonzero")
@@ -397,7 +397,7 @@ def _parse_to(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any, 
     if kwargs:
         raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
     for a in args:
-        if type(a) is Tensor:
+        if isinstance(a, Tensor):
             device, dtype = a._device, a._dtype
         elif isinstance(a, (str, Device)):
             device = a

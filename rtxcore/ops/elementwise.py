@@ -30,7 +30,7 @@ def abs(x: Tensor) -> Tensor:  # noqa: A001
 
 
 def sign(x: Tensor) -> Tensor:
-    if type(x) is Tensor and x._dtype is D.bool_:
+    if isinstance(x, Tensor) and x._dtype is D.bool_:
         return x.clone()  # PyTorch: the sign of a bool is itself
     return unary("sign", x)
 
@@ -76,7 +76,7 @@ def logical_not(x: Tensor) -> Tensor:
 def _scaled(x: Any, y: Any, alpha: Any) -> Any:
     """``alpha * y`` for add/sub's ``alpha=``; a float alpha needs float operands."""
     if isinstance(alpha, float) and all(
-        (type(v) is Tensor and v._dtype.kind != "f") or isinstance(v, int) for v in (x, y)
+        (isinstance(v, Tensor) and v._dtype.kind != "f") or isinstance(v, int) for v in (x, y)
     ):
         raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
     return mul(y, alpha)
@@ -111,7 +111,7 @@ def div(x: Any, y: Any, *, rounding_mode: str | None = None) -> Tensor:
             r = remainder(x, y)
             # floor and trunc differ where the signs differ and the division is inexact
             def negative(v: Any) -> Any:
-                return lt(v, 0) if type(v) is Tensor else v < 0
+                return lt(v, 0) if isinstance(v, Tensor) else v < 0
 
             fix = logical_and(ne(r, 0), ne(negative(x), negative(y)))
             return _where(fix, add(q, 1), q)
@@ -124,9 +124,9 @@ multiply, subtract = mul, sub
 
 
 def pow(x: Any, y: Any) -> Tensor:  # noqa: A001
-    if type(x) is Tensor and x._dtype.kind != "f" and is_scalar(y) and not isinstance(y, float) and y < 0:
+    if isinstance(x, Tensor) and x._dtype.kind != "f" and is_scalar(y) and not isinstance(y, float) and y < 0:
         raise RuntimeError("Integers to negative integer powers are not allowed.")
-    if (type(x) is Tensor and is_scalar(y) and y == 2 and not isinstance(y, bool)
+    if (isinstance(x, Tensor) and is_scalar(y) and y == 2 and not isinstance(y, bool)
             and (x._dtype.kind == "f" or (x._dtype.kind in "iu" and not isinstance(y, float)))):
         return binary("mul", x, x)  # int ** 2.0 must still promote to float
     return binary("pow", x, y)
@@ -188,7 +188,7 @@ def where(condition: Tensor, input: Any = None, other: Any = None) -> Any:  # no
 
 
 def _composite_unary(op: str, x: Tensor, kind: int = FLOAT) -> Tensor | None:
-    if type(x) is not Tensor:
+    if not isinstance(x, Tensor):
         raise bad_operand(op, x)
     if op in x._device.kernels:
         return unary(op, x, kind)
@@ -383,7 +383,7 @@ def lerp(start: Tensor, end: Tensor, weight: Any) -> Tensor:
 def _check_int_divisor(x: Any, y: Any) -> None:
     """Integer division by zero raises, as in PyTorch (it has no inf to give)."""
     if _all_int(x, y):
-        zero = (y == 0) if type(y) is not Tensor else bool(any_nonzero(eq(y, 0)))
+        zero = (y == 0) if not isinstance(y, Tensor) else bool(any_nonzero(eq(y, 0)))
         if zero:
             raise RuntimeError("ZeroDivisionError: integer division or modulo by zero")
 
@@ -395,7 +395,7 @@ def any_nonzero(t: Tensor) -> bool:
 
 
 def floor_divide(x: Any, y: Any) -> Tensor:
-    dev = (x if type(x) is Tensor else y)._device
+    dev = (x if isinstance(x, Tensor) else y)._device
     _check_int_divisor(x, y)
     if "floor_divide" in dev.kernels:
         return binary("floor_divide", x, y)
@@ -411,7 +411,7 @@ def _int_floor_divide(x: Any, y: Any, dev: Any) -> Tensor:
 
     dt = _result(x, y)
     # a scalar first becomes the result dtype (uint8 // -3 divides by 253), as in binary()
-    xt, yt = (cast(v, dt) if type(v) is Tensor else as_tensor_on(v, dev, dt) for v in (x, y))
+    xt, yt = (cast(v, dt) if isinstance(v, Tensor) else as_tensor_on(v, dev, dt) for v in (x, y))
     wide = D.float64 if dev.supports(D.float64) else D.float32
     yw = cast(yt, wide)
 
@@ -434,7 +434,7 @@ def _int_floor_divide(x: Any, y: Any, dev: Any) -> Tensor:
 
 
 def remainder(x: Any, y: Any) -> Tensor:
-    dev = (x if type(x) is Tensor else y)._device
+    dev = (x if isinstance(x, Tensor) else y)._device
     _check_int_divisor(x, y)
     if "remainder" in dev.kernels:
         return binary("remainder", x, y)
@@ -443,7 +443,7 @@ def remainder(x: Any, y: Any) -> Tensor:
 
 
 def logical_xor(x: Any, y: Any) -> Tensor:
-    dev = (x if type(x) is Tensor else y)._device
+    dev = (x if isinstance(x, Tensor) else y)._device
     if "logical_xor" in dev.kernels:
         return binary("logical_xor", x, y, TO_BOOL)
     return ne(_as_bool(x), _as_bool(y))
@@ -507,7 +507,7 @@ def logical_xor_bitwise(x: Any, y: Any) -> Tensor:
 
 def _check_bool_operands(sym: str, x: Any, y: Any) -> None:
     for v in (x, y):
-        if (type(v) is Tensor and v._dtype is not D.bool_) or (type(v) is not Tensor and not isinstance(v, bool)):
+        if (isinstance(v, Tensor) and v._dtype is not D.bool_) or (not isinstance(v, Tensor) and not isinstance(v, bool)):
             raise NotImplementedError(f"{sym} is supported on bool tensors only (bitwise ops on integers are not implemented)")
 
 
@@ -573,7 +573,7 @@ def zero_(x: Tensor) -> Tensor:
 
 
 def fill_(x: Tensor, value: Any) -> Tensor:
-    if type(value) is Tensor:
+    if isinstance(value, Tensor):
         if value.numel() != 1 or value.ndim:
             raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with {value.ndim} dimensions")
         value = value.item()
@@ -603,7 +603,7 @@ def copy_(x: Tensor, src: Any) -> Tensor:
     """Copy ``src`` into ``x`` (broadcast, cast, and across devices)."""
     from .creation import as_tensor_on
 
-    if type(src) is not Tensor:
+    if not isinstance(src, Tensor):
         src = as_tensor_on(src, x._device, x._dtype)
     if src._device is not x._device:
         src = src.to(x._device)
@@ -615,13 +615,13 @@ def copy_(x: Tensor, src: Any) -> Tensor:
 
 def eq_operator(x: Tensor, y: Any) -> Any:
     """``x == y``: elementwise, but ``x == None`` (or another non-number) is False."""
-    if y is None or not (type(y) is Tensor or is_scalar(y) or hasattr(y, "__array__")):
+    if y is None or not (isinstance(y, Tensor) or is_scalar(y) or hasattr(y, "__array__")):
         return False
     return eq(x, y)
 
 
 def ne_operator(x: Tensor, y: Any) -> Any:
-    if y is None or not (type(y) is Tensor or is_scalar(y) or hasattr(y, "__array__")):
+    if y is None or not (isinstance(y, Tensor) or is_scalar(y) or hasattr(y, "__array__")):
         return True
     return ne(x, y)
 
@@ -632,12 +632,12 @@ def where_method(x: Tensor, condition: Tensor, other: Any) -> Tensor:
 
 
 def _is_bool(v: Any) -> bool:
-    return type(v) is Tensor and v._dtype is D.bool_
+    return isinstance(v, Tensor) and v._dtype is D.bool_
 
 
 def _all_int(x: Any, y: Any) -> bool:
     return all(
-        (v._dtype.kind in "iub") if type(v) is Tensor else not isinstance(v, float)
+        (v._dtype.kind in "iub") if isinstance(v, Tensor) else not isinstance(v, float)
         for v in (x, y)
     )
 
@@ -651,11 +651,11 @@ def _float(x: Tensor) -> Tensor:
 
 
 def _cast_any(v: Any, dt: D.DType) -> Any:
-    return cast(v, dt) if type(v) is Tensor else float(v)
+    return cast(v, dt) if isinstance(v, Tensor) else float(v)
 
 
 def _as_bool(v: Any) -> Any:
-    return cast(v, D.bool_) if type(v) is Tensor else bool(v)
+    return cast(v, D.bool_) if isinstance(v, Tensor) else bool(v)
 
 
 def _full_bool(x: Tensor, value: bool) -> Tensor:

@@ -30,7 +30,7 @@ def _is_index_seq(k: Any) -> bool:
 
 def _scalar_index(k: Any) -> Any:
     """A 0-d integer tensor or array indexes like an int (a view), as in PyTorch."""
-    if type(k) is Tensor and not k._shape and k._dtype.kind in "iu":
+    if isinstance(k, Tensor) and not k._shape and k._dtype.kind in "iu":
         return int(k.item())
     if type(k).__module__ == "numpy" and getattr(k, "ndim", None) == 0 and k.dtype.kind in "iu":
         return int(k)
@@ -40,7 +40,7 @@ def _scalar_index(k: Any) -> Any:
 def _as_index_tensor(k: Any, dev: Any) -> Tensor:
     from .creation import tensor as _tensor
 
-    if type(k) is Tensor:
+    if isinstance(k, Tensor):
         t = k
     else:
         t = _tensor(k, device=dev)
@@ -61,7 +61,7 @@ def _expand_key(x: Tensor, key: Any) -> list[Any]:
     for k in key:
         if k is None or k is Ellipsis or isinstance(k, bool):
             continue
-        if type(k) is Tensor and k._dtype is D.bool_:
+        if isinstance(k, Tensor) and k._dtype is D.bool_:
             consumed += max(k.ndim, 1) if k.ndim else 0
         elif _is_index_seq(k) and _is_bool_seq(k):
             import numpy as np
@@ -104,7 +104,7 @@ def _basic(x: Tensor, key: Any) -> tuple[Tensor, list[tuple[int, Any]]]:
             shape.append(1 if k else 0)
             strides.append(0)
             continue
-        if isinstance(k, int) or (hasattr(k, "__index__") and not _is_index_seq(k) and type(k) is not Tensor):
+        if isinstance(k, int) or (hasattr(k, "__index__") and not _is_index_seq(k) and not isinstance(k, Tensor)):
             i = int(k.__index__() if not isinstance(k, int) else k)
             size = x._shape[d]
             if not -size <= i < size:
@@ -124,8 +124,8 @@ def _basic(x: Tensor, key: Any) -> tuple[Tensor, list[tuple[int, Any]]]:
             strides.append(x._strides[d] * step)
             d += 1
             continue
-        if type(k) is Tensor and k._dtype is D.bool_ or (_is_index_seq(k) and _is_bool_seq(k)):
-            mask = k if type(k) is Tensor else _as_index_tensor(k, x._device)
+        if isinstance(k, Tensor) and k._dtype is D.bool_ or (_is_index_seq(k) and _is_bool_seq(k)):
+            mask = k if isinstance(k, Tensor) else _as_index_tensor(k, x._device)
             nd = mask.ndim
             if nd == 0:
                 raise IndexError("indexing with a 0-d bool tensor is not supported")
@@ -140,7 +140,7 @@ def _basic(x: Tensor, key: Any) -> tuple[Tensor, list[tuple[int, Any]]]:
                 strides.append(x._strides[d + j])
             d += nd
             continue
-        if type(k) is Tensor or _is_index_seq(k):
+        if isinstance(k, Tensor) or _is_index_seq(k):
             adv.append((len(shape), k))
             shape.append(x._shape[d])
             strides.append(x._strides[d])
@@ -223,7 +223,7 @@ def getitem(x: Tensor, key: Any) -> Tensor:
 
 def _strip_leading_ones(value: Any, ndim: int) -> Any:
     """PyTorch lets ``x[i] = v`` take a ``v`` with extra leading size-1 dims."""
-    while type(value) is Tensor and value.ndim > ndim and value._shape[0] == 1:
+    while isinstance(value, Tensor) and value.ndim > ndim and value._shape[0] == 1:
         value = V.squeeze(value, 0)
     return value
 
@@ -239,7 +239,7 @@ def setitem(x: Tensor, key: Any, value: Any) -> None:
     target_shape = ishape + vp._shape[k:]
     from .creation import as_tensor_on
 
-    val = value if type(value) is Tensor else as_tensor_on(value, x._device, x._dtype)
+    val = value if isinstance(value, Tensor) else as_tensor_on(value, x._device, x._dtype)
     if val._device is not x._device:
         raise mixed_devices("index_put_", x, val)
     val = _strip_leading_ones(cast(val, x._dtype), len(target_shape))
@@ -313,7 +313,7 @@ def zeros_on(shape: tuple[int, ...], dtype: D.DType, dev: Any) -> Tensor:
 
 
 def _check_index(op: str, x: Tensor, dim: int, index: Tensor) -> int:
-    if type(index) is not Tensor:
+    if not isinstance(index, Tensor):
         raise bad_operand(op, index)
     if index._dtype is not D.int64:
         raise RuntimeError(f"{op}(): Expected dtype int64 for index, got {index._dtype.name}")
@@ -337,7 +337,7 @@ def _check_index(op: str, x: Tensor, dim: int, index: Tensor) -> int:
 
 
 def _check_src(op: str, src: Any, index: Tensor) -> None:
-    if type(src) is not Tensor:
+    if not isinstance(src, Tensor):
         raise bad_operand(op, src)
     if src.ndim != index.ndim or any(i > s for i, s in zip(index._shape, src._shape)):
         raise RuntimeError(
@@ -388,7 +388,7 @@ def scatter_(x: Tensor, dim: int, index: Tensor, src: Any = None, *, value: Any 
     if src is None:
         src = value
     if reduce == "add":
-        if type(src) is not Tensor:
+        if not isinstance(src, Tensor):
             from .creation import full
 
             src = full(index._shape, src, dtype=x._dtype, device=x._device)
@@ -410,7 +410,7 @@ def scatter_(x: Tensor, dim: int, index: Tensor, src: Any = None, *, value: Any 
             shape = [1] * x.ndim
             shape[i] = ishape[i]
             idx.append(V.reshape(arange(ishape[i], device=x._device), shape).expand(ishape))
-    if type(src) is Tensor:
+    if isinstance(src, Tensor):
         if src._device is not x._device:
             raise mixed_devices("scatter", x, src)
         _check_src("scatter", src, index)
@@ -425,7 +425,7 @@ def scatter_(x: Tensor, dim: int, index: Tensor, src: Any = None, *, value: Any 
 
 
 def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
-    if type(index) is not Tensor or index.ndim > 1 or index._dtype.kind not in "iu":
+    if not isinstance(index, Tensor) or index.ndim > 1 or index._dtype.kind not in "iu":
         raise IndexError("index_select(): index must be a 1-D (or 0-D) integer tensor")
     d = normalize_dim(dim, x.ndim)
     key = [slice(None)] * d + [V.reshape(index, (-1,))]
@@ -434,12 +434,12 @@ def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
 
 
 def masked_fill(x: Tensor, mask: Tensor, value: Any) -> Tensor:
-    if type(mask) is not Tensor or mask._dtype is not D.bool_:
+    if not isinstance(mask, Tensor) or mask._dtype is not D.bool_:
         raise RuntimeError("masked_fill only supports boolean masks, but got mask with dtype "
-                           + (mask._dtype.name if type(mask) is Tensor else type(mask).__name__))
+                           + (mask._dtype.name if isinstance(mask, Tensor) else type(mask).__name__))
     if mask._device is not x._device:
         raise mixed_devices("masked_fill", x, mask)
-    if type(value) is Tensor:
+    if isinstance(value, Tensor):
         if value.ndim:
             raise RuntimeError(f"masked_fill only supports a 0-dimensional value tensor, but got tensor with {value.ndim} dimension(s).")
         value = value.item()
@@ -457,7 +457,7 @@ def masked_fill_(x: Tensor, mask: Tensor, value: Any) -> Tensor:
 
 
 def masked_select(x: Tensor, mask: Tensor) -> Tensor:
-    if type(mask) is not Tensor or mask._dtype is not D.bool_:
+    if not isinstance(mask, Tensor) or mask._dtype is not D.bool_:
         raise RuntimeError("masked_select: expected a bool mask")
     if mask._device is not x._device:
         raise mixed_devices("masked_select", x, mask)
@@ -598,7 +598,7 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     if not tensors:
         raise RuntimeError("cat(): expected a non-empty list of Tensors")
     for t in tensors:
-        if type(t) is not Tensor:
+        if not isinstance(t, Tensor):
             raise bad_operand("cat", t)
     # legacy: 1-D empty tensors are skipped
     parts = [t for t in tensors if not (t.ndim == 1 and t._shape[0] == 0)] or tensors[:1]
@@ -637,7 +637,7 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
         raise RuntimeError("stack expects a non-empty TensorList")
     shape = tensors[0]._shape
     for i, t in enumerate(tensors):
-        if type(t) is not Tensor:
+        if not isinstance(t, Tensor):
             raise bad_operand("stack", t)
         if t._shape != shape:
             raise RuntimeError(

@@ -18,8 +18,8 @@ def _fmt(shape: tuple[int, ...]) -> str:
 
 
 def matmul(a: Tensor, b: Tensor) -> Tensor:
-    if type(a) is not Tensor or type(b) is not Tensor:
-        raise bad_operand("matmul", b if type(a) is Tensor else a)
+    if not isinstance(a, Tensor) or not isinstance(b, Tensor):
+        raise bad_operand("matmul", b if isinstance(a, Tensor) else a)
     if a._device is not b._device:
         raise mixed_devices("matmul", a, b)
     na, nb = len(a._shape), len(b._shape)

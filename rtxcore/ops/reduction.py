@@ -117,7 +117,7 @@ def argmin(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
 def max(x: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
     """``max(x)`` -> the largest value; ``max(x, dim)`` -> (values, indices);
     ``max(x, other)`` -> elementwise maximum."""
-    if type(dim) is Tensor:
+    if isinstance(dim, Tensor):
         return E.maximum(x, dim)
     if dim is None:
         return amax(x)
@@ -125,7 +125,7 @@ def max(x: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
 
 
 def min(x: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
-    if type(dim) is Tensor:
+    if isinstance(dim, Tensor):
         return E.minimum(x, dim)
     if dim is None:
         return amin(x)

@@ -11,7 +11,7 @@ import numpy as np
 def to_numpy(x: Any) -> np.ndarray:
     from ..tensor import Tensor
 
-    if type(x) is Tensor:
+    if isinstance(x, Tensor):
         return np.array(x.cpu().numpy(), copy=True)
     return np.asarray(x)
 
@@ -30,7 +30,7 @@ def assert_close(actual: Any, expected: Any, *, rtol: float | None = None,
     e = np.asarray(expected)
     if tuple(a.shape) != tuple(e.shape):
         raise AssertionError(f"shape mismatch: got {tuple(a.shape)}, expected {tuple(e.shape)}")
-    if check_dtype and type(actual) is Tensor and e.dtype != object:
+    if check_dtype and isinstance(actual, Tensor) and e.dtype != object:
         if a.dtype != e.dtype:
             raise AssertionError(f"dtype mismatch: got {a.dtype}, expected {e.dtype}")
     if a.dtype.kind in "biu" and e.dtype.kind in "biu":
