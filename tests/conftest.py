@@ -1,6 +1,10 @@
 """One ``device`` fixture runs every test that asks for it on every available
 device of every installed backend, so a new backend inherits the whole suite.
 
+The set also holds ``prims``, an in-process backend with the primitive kernels
+only (tests/fake_backend.py): on it every composite op runs as the core's
+decomposition, so those are tested as thoroughly as the backends' own kernels.
+
 RTX_TEST_DEVICES=cpu,opencl:0 restricts the set.
 """
 
@@ -10,7 +14,12 @@ import os
 
 import pytest
 
+import rtxcore
 from rtxcore.testing import available_devices
+
+from .fake_backend import PrimsPlugin
+
+rtxcore.register_backend(PrimsPlugin(), name="prims")
 
 
 def _devices() -> list[str]:

@@ -63,12 +63,10 @@ def _empty(shape: tuple[int, ...], dtype: Any, index: int) -> tuple[Any, View]:
     return buf, View(buf, shape, _cstrides(shape), 0, dtype)
 
 
-def _from_host(arr: np.ndarray, index: int) -> tuple[Any, View]:
+def _from_host(arr: np.ndarray, dtype: Any, index: int) -> tuple[Any, View]:
     CALLS["from_host"] += 1
-    from rtxcore.dtype import _BY_NUMPY
-
     buf = arr.reshape(-1).copy()  # a real device copies
-    return buf, View(buf, arr.shape, _cstrides(arr.shape), 0, _BY_NUMPY[arr.dtype])
+    return buf, View(buf, arr.shape, _cstrides(arr.shape), 0, dtype)
 
 
 def _to_host(v: View) -> np.ndarray:
@@ -98,3 +96,32 @@ def rtx_backends() -> list[Backend]:
 @hookimpl
 def rtx_kernels(backend: str) -> dict[str, Any] | None:
     return KERNELS if backend == "fake" else None
+
+
+class PrimsBackend(Backend):
+    """``prims``: every primitive and nothing else, all dtypes, one device."""
+
+    name = "prims"
+    distribution = "prims-backend (tests)"
+    version = "0.0"
+
+
+PRIMS_KERNELS = {
+    name: _wrap(name, NUMPY_KERNELS[name])
+    for name in ops.PRIMITIVES
+    if name not in ("empty", "from_host", "to_host")
+}
+PRIMS_KERNELS.update(empty=_empty, from_host=_from_host, to_host=_to_host)
+
+
+class PrimsPlugin:
+    """Registered by tests/conftest.py, so the whole suite also runs on a backend
+    that has only the primitives: every composite runs as the core's decomposition."""
+
+    @hookimpl
+    def rtx_backends(self) -> list[Backend]:
+        return [PrimsBackend()]
+
+    @hookimpl
+    def rtx_kernels(self, backend: str) -> dict[str, Any] | None:
+        return PRIMS_KERNELS if backend == "prims" else None

@@ -9,7 +9,10 @@ Conventions every kernel follows (``View`` below means whatever the backend's
 ``Backend.view`` returns; by default :class:`rtxcore.dispatch.View`):
 
 * The core allocates outputs. A kernel writes into ``out`` and returns nothing,
-  except the allocating kernels ``empty``/``from_host`` and ``to_host``.
+  except the allocating kernels ``empty``/``from_host`` and ``to_host``. A new
+  output is contiguous, but in-place ops pass their target as ``out``, so ``out``
+  may have any strides and offset (``x.t().add_(1)``, ``x[:, 1:].fill_(0)``);
+  it never has a stride-0 dim of size > 1 (the core refuses those writes).
 * Inputs arrive already broadcast to ``out``'s shape (stride-0 dims) and already
   type-promoted: in binary and ternary ops both operands share one dtype; ``out``
   has that dtype, or ``bool`` for comparisons and logical ops.
@@ -19,6 +22,11 @@ Conventions every kernel follows (``View`` below means whatever the backend's
   both ``out`` and ``x``); elementwise kernels must tolerate that.
 * Reductions get ``axes``, a sorted tuple of distinct non-negative ints;
   ``out`` has ``x``'s shape with those axes set to 1.
+
+``rtxcore.testing.conformance`` checks every primitive against NumPy through the
+core (``python -m rtxcore.testing.conformance mydev`` prints the table); running
+rtxcore's whole test suite on a device (``RTX_TEST_DEVICES=mydev pytest tests``
+in a checkout) checks the rest.
 """
 
 from __future__ import annotations
@@ -51,7 +59,9 @@ UNARY = {
 BINARY = {
     "add": "x + y (logical or for bool)", "sub": "x - y", "mul": "x * y",
     "div": "x / y (float dtypes only: the core promotes ints)",
-    "pow": "x ** y", "maximum": "larger, nan propagates",
+    "pow": "x ** y; integers to negative powers as in C: 1 for x = 1, "
+           "+-1 for x = -1, else 0",
+    "maximum": "larger, nan propagates",
     "minimum": "smaller, nan propagates",
     "logical_and": "out (bool) = x and y", "logical_or": "out (bool) = x or y",
 }
@@ -60,7 +70,8 @@ COMPARE = {
     "gt": "x > y", "ge": "x >= y",
 }
 REDUCE = {
-    "sum": "sum over axes", "prod": "product over axes",
+    "sum": "sum over axes (float16 accumulates in float32)",
+    "prod": "product over axes",
     "max": "largest over axes (nan propagates)",
     "min": "smallest over axes (nan propagates)",
 }
@@ -69,24 +80,27 @@ _MEMORY = [
     OpSpec("empty", "memory", "empty(shape, dtype, index) -> (buffer, View)",
            "allocate a contiguous buffer for prod(shape) elements on device "
            "`index`; return it and a contiguous View of `shape` over it"),
-    OpSpec("from_host", "memory", "from_host(array, index) -> (buffer, View)",
-           "copy a C-contiguous numpy array (the buffer's dtype) to device "
+    OpSpec("from_host", "memory", "from_host(array, dtype, index) -> (buffer, View)",
+           "copy a C-contiguous numpy array (of `dtype`, a DType) to device "
            "`index`; return the buffer and a contiguous View of array.shape. "
-           "The cpu backend may share the array's memory"),
+           "Only a backend with shares_host_memory = True may keep the array"),
     OpSpec("to_host", "memory", "to_host(x) -> numpy.ndarray",
-           "x's elements as a numpy array of x's shape; the result may share "
-           "memory with x on a host backend (the core copies when it must)"),
+           "x's elements as a numpy array of x's shape: a new array, except on a "
+           "backend with shares_host_memory = True, where it may be a view of x "
+           "(that is how numpy() is zero-copy on cpu)"),
     OpSpec("full", "memory", "full(out, value)", "fill out with a scalar"),
     OpSpec("arange", "memory", "arange(out, start, step)",
-           "out (1-D) [i] = start + i*step, computed in out's dtype"),
+           "out (1-D) [i] = start + i*step, computed wide (float64/int64 where "
+           "the device has them) and stored in out's dtype"),
     OpSpec("copy", "memory", "copy(out, x)",
            "out = x, same dtype and shape, any strides on both sides"),
     OpSpec("cast", "memory", "cast(out, x)",
            "out = x converted to out's dtype (C casts: float->int truncates; "
            "to bool is x != 0)"),
     OpSpec("uniform", "memory", "uniform(out, low, high, seed, offset)",
-           "floats in [low, high); the same (seed, offset) gives the same "
-           "numbers; the core advances offset by out's size per call"),
+           "floats in [low, high) (mind float16: a float32 draw near 1 rounds "
+           "to 1.0); the same (seed, offset) gives the same numbers; between "
+           "calls the core advances offset by at least out's size"),
     OpSpec("normal", "memory", "normal(out, mean, std, seed, offset)",
            "normally distributed floats, seeded like uniform"),
 ]

@@ -97,9 +97,16 @@ class Backend:
     the ``rtx_backends`` hook.
 
     Attributes a subclass sets:
-        name: the device type users write (``"cpu"``, ``"opencl"``).
+        name: the device type users write (``"cpu"``, ``"opencl"``). Name the
+            plugin's entry point (group ``rtxcore.backends``) the same, so that
+            an import error can be quoted when the device is used and
+            ``RTX_DISABLE_BACKENDS`` reads naturally.
         distribution: the installed distribution that ships it (for ``rtx info``).
         version: the backend's version string.
+        shares_host_memory: True only when buffers are host memory the core may
+            hand to NumPy (rtx_cpu). Then ``from_host`` may keep the array it is
+            given and ``to_host`` may return a view; otherwise ``from_host``
+            copies and ``to_host`` returns a new array.
 
     Methods a subclass may override (defaults in brackets):
         is_available() [True], unavailable_reason() [None], device_count() [1],
@@ -110,6 +117,7 @@ class Backend:
     name: str = ""
     distribution: str = ""
     version: str = "0"
+    shares_host_memory: bool = False
 
     def is_available(self) -> bool:
         return True

@@ -90,7 +90,7 @@ def from_host(arr: Any, dev: Device) -> Tensor:
     dtype = D._BY_NUMPY[arr.dtype]
     check_dtype(dtype, dev)
     shape = arr.shape
-    buf, h = kernel(dev, "from_host")(arr, dev.index)
+    buf, h = kernel(dev, "from_host")(arr, dtype, dev.index)
     return make(Storage(buf, dev), shape, cstrides(shape), 0, dtype, dev, h)
 
 

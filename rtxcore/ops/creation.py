@@ -121,7 +121,7 @@ def from_numpy(arr: np.ndarray) -> Tensor:
         strides = tuple(s // isz for s in arr.strides)
         span = 1 + sum((n - 1) * s for n, s in zip(shape, strides)) if prod(shape) else 0
         base = np.lib.stride_tricks.as_strided(arr, (span,), (isz,))
-    buf, _ = kernel(dev, "from_host")(base, dev.index)
+    buf, _ = kernel(dev, "from_host")(base, dtype, dev.index)
     return make(Storage(buf, dev), tuple(shape), strides, 0, dtype, dev)
 
 
@@ -371,9 +371,10 @@ def _host(x: Tensor) -> np.ndarray:
 
 
 def numpy(x: Tensor, *, force: bool = False) -> np.ndarray:
-    """On cpu, an array sharing the tensor's memory; on other devices, a copy."""
+    """On cpu, an array sharing the tensor's memory; on other devices, a copy
+    (``to_host`` returns new memory there, by contract)."""
     arr = _host(x)
-    return arr.copy() if force and x._device.type == "cpu" else arr
+    return arr.copy() if force and x._device.backend.shares_host_memory else arr
 
 
 def item(x: Tensor) -> Any:
@@ -422,8 +423,8 @@ def to(x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
     # across devices: through the host, unless a plugin offers a direct copy
     src = cast(x, dt) if not dev.supports(x._dtype) else x
     host = np.require(_host(src), requirements="C")
-    if not host.flags.owndata or host.base is not None:
-        host = host.copy()  # never let the destination alias the source
+    if src._device.backend.shares_host_memory and dev.backend.shares_host_memory:
+        host = host.copy()  # both keep host memory: never let them alias
     out = from_host(host, dev)
     return cast(out, dt)
 

@@ -411,7 +411,8 @@ def _int_floor_divide(x: Any, y: Any, dev: Any) -> Tensor:
 
     dt = _result(x, y)
     # a scalar first becomes the result dtype (uint8 // -3 divides by 253), as in binary()
-    xt, yt = (cast(v, dt) if isinstance(v, Tensor) else as_tensor_on(v, dev, dt) for v in (x, y))
+    xt, yt = (cast(v, dt) if isinstance(v, Tensor) else as_tensor_on(scalar_for(v, dt), dev, dt)
+              for v in (x, y))
     wide = D.float64 if dev.supports(D.float64) else D.float32
     yw = cast(yt, wide)
 

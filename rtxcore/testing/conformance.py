@@ -103,6 +103,14 @@ def _binary(op: str) -> Check:
             z = rc.tensor(xn, device=device)
             getattr(z, op + "_")(y)
             assert_close(z, ref(xn, yn), rtol=2e-6, atol=1e-6)
+            # ... and the target may be strided (a transposed view)
+            w = rc.tensor(np.ascontiguousarray(xn.T), device=device).t()
+            getattr(w, op + "_")(y)
+            assert_close(w, ref(xn, yn), rtol=2e-6, atol=1e-6)
+        if op == "pow":
+            xi = rc.tensor([2, -1, 1, 3, -1], device=device)
+            yi = rc.tensor([-1, -3, -2, 2, -2], device=device)
+            assert (xi ** yi).tolist() == [0, -1, 1, 9, 1], "integer ** negative integer"
 
     return check
 
@@ -119,6 +127,10 @@ def _reduce(op: str) -> Check:
             d = dim[0] if op == "prod" else dim
             assert_close(fn(x, d, keepdim=True), ref(xn, axis=dim, keepdims=True), rtol=1e-5, atol=1e-5)
         assert_close(fn(x), ref(xn), rtol=1e-5, atol=1e-5)
+        if op == "sum" and rc.device(device).supports(rc.float16):
+            # float16 accumulates in float32: 3000 ones sum to 3000, not 2048
+            h = rc.ones(3000, dtype=rc.float16, device=device)
+            assert h.sum().item() == 3000.0 and h.sum().dtype == rc.float16
 
     return check
 
@@ -180,9 +192,16 @@ def _memory_checks() -> dict[str, Check]:
         assert t[0, 0].item() == 0.0
 
     def to_host(device: str) -> None:
+        rc = _rc()
         x, xn = _strided(device, _data("to_host"))
         assert_close(x.cpu(), xn)
         assert x.tolist() == xn.tolist()
+        if not rc.device(device).backend.shares_host_memory:
+            # new memory: writing the host copy leaves the tensor alone
+            t = rc.zeros(3, device=device)
+            t.numpy()[0] = 5.0
+            t.cpu()[1] = 6.0
+            assert t.tolist() == [0.0, 0.0, 0.0], "to_host returned memory the tensor still uses"
 
     def uniform(device: str) -> None:
         rc = _rc()
@@ -193,6 +212,9 @@ def _memory_checks() -> dict[str, Check]:
         assert an.min() >= 0 and an.max() < 1 and abs(an.mean() - 0.5) < 0.05
         c = rc.rand(1000, generator=rc.Generator().manual_seed(4), device=device)
         assert not np.array_equal(an, c.cpu().numpy())
+        if rc.device(device).supports(rc.float16):
+            h = rc.rand(100000, dtype=rc.float16, generator=rc.Generator().manual_seed(0), device=device)
+            assert h.max().item() < 1.0, "float16 uniform reached 1.0"
 
     def normal(device: str) -> None:
         rc = _rc()

@@ -24,6 +24,7 @@ class CPUBackend(Backend):
     name = "cpu"
     distribution = "rtx-cpu"
     version = __version__
+    shares_host_memory = True  # numpy() is zero-copy; from_host keeps the array
 
     def device_name(self, index: int) -> str:
         return platform.processor() or platform.machine() or "cpu"

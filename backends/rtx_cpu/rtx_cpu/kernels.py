@@ -31,7 +31,7 @@ def empty(shape: tuple[int, ...], dtype: Any, index: int) -> tuple[np.ndarray, n
     return a, a
 
 
-def from_host(arr: np.ndarray, index: int) -> tuple[np.ndarray, np.ndarray]:
+def from_host(arr: np.ndarray, dtype: Any, index: int) -> tuple[np.ndarray, np.ndarray]:
     return arr, arr  # shares the caller's array: the host is our device
 
 
