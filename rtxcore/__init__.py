@@ -54,7 +54,9 @@ from . import autograd  # noqa: F401
 def register_backend(plugin: Any, name: str | None = None) -> str:
     """Register an in-process backend plugin (a module or object with hookimpls).
 
-    The dispatch table is rebuilt at once. Returns the name it was registered under.
+    The dispatch table is rebuilt at once. Returns the name it was registered
+    under: ``name``, else the module's ``__name__``, else the class name. A name
+    listed in ``RTX_DISABLE_BACKENDS`` is refused with a RuntimeError.
     """
     from .dispatch.registry import registry
 

@@ -52,40 +52,45 @@ def render(kernels: bool = False) -> str:
 
     rows = collect()
     lines = ["rtxcore backends", ""]
-    header = f"{'backend':<10} {'distribution':<22} {'status':<12} {'kernels':<9} devices"
+    w = max([10] + [len(r["name"]) for r in rows])
+    wd = max([22] + [len(r["distribution"]) for r in rows])
+    header = f"{'backend':<{w}} {'distribution':<{wd}} {'status':<12} {'kernels':<9} devices"
     lines += [header, "-" * len(header)]
     for r in rows:
         if "failed" in r:
-            lines.append(f"{r['name']:<10} {r['distribution']:<22} {'FAILED':<12} {'-':<9} -")
-            lines.append(f"{'':<10} import error: {r['failed']}")
+            lines.append(f"{r['name']:<{w}} {r['distribution']:<{wd}} {'FAILED':<12} {'-':<9} -")
+            lines.append(f"{'':<{w}} import error: {r['failed']}")
             continue
         status = "available" if r["available"] else "unavailable"
         k = f"{r['primitives'][0]}/{r['primitives'][1]}"
         devs = ", ".join(f"{r['name']}:{d['index']}" if r['name'] != 'cpu' else "cpu" for d in r["devices"]) or "-"
-        lines.append(f"{r['name']:<10} {r['distribution']:<22} {status:<12} {k:<9} {devs}")
+        lines.append(f"{r['name']:<{w}} {r['distribution']:<{wd}} {status:<12} {k:<9} {devs}")
         if not r["available"]:
-            lines.append(f"{'':<10} why: {r['reason']}")
+            lines.append(f"{'':<{w}} why: {r['reason']}")
         for d in r["devices"]:
             extra = {k2: v for k2, v in d.items() if k2 not in ("index", "name", "dtypes")}
             facts = ", ".join(f"{k2}={v}" for k2, v in extra.items())
-            lines.append(f"{'':<10} [{d['index']}] {d['name']}" + (f" ({facts})" if facts else ""))
-            lines.append(f"{'':<10}     dtypes: {' '.join(d['dtypes'])}")
+            lines.append(f"{'':<{w}} [{d['index']}] {d['name']}" + (f" ({facts})" if facts else ""))
+            lines.append(f"{'':<{w}}     dtypes: {' '.join(d['dtypes'])}")
         if r["missing"]:
-            lines.append(f"{'':<10} missing primitives: {', '.join(r['missing'])}")
+            lines.append(f"{'':<{w}} missing primitives: {', '.join(r['missing'])}")
         if r["composites"]:
-            lines.append(f"{'':<10} own kernels for composites: {', '.join(r['composites'])}")
+            lines.append(f"{'':<{w}} own kernels for composites: {', '.join(r['composites'])}")
         if kernels:
             for op, plugin in sorted(r["providers"].items()):
                 if plugin != r["plugin"] or op in r["shadowed"]:
                     lost = r["shadowed"].get(op, [])
-                    lines.append(f"{'':<10} kernel {op}: from {plugin}" + (f" (shadows {', '.join(lost)})" if lost else ""))
+                    lines.append(f"{'':<{w}} kernel {op}: from {plugin}" + (f" (shadows {', '.join(lost)})" if lost else ""))
     if registry.blocked:
         lines += ["", "disabled by RTX_DISABLE_BACKENDS: " + ", ".join(sorted(set(registry.blocked)))]
     if registry.problems:
         lines += ["", "plugin problems:"]
         lines += [f"  {p.plugin}: {p.what}" for p in registry.problems]
     if not rows:
-        lines += ["(no backends installed: pip install rtx-cpu)"]
+        import sys
+
+        lines += [f"(no backends installed for {sys.executable}: pip install rtx-cpu, or "
+                  "run this with the Python of the environment that has them)"]
     return "\n".join(lines)
 
 

@@ -119,3 +119,16 @@ def test_inplace_refuses_overlapping_writes(device):
     b.add_(b)  # exact overlap is fine
     b[::2].mul_(b[1::2])  # disjoint strided views are fine
     assert b.tolist() == [0, 2, 24, 6]
+    m = rc.arange(4.0, device=device).reshape(2, 2)
+    with pytest.raises(RuntimeError, match="refer to a single memory location"):
+        m.add_(m.t())  # a permuted view of itself: partial overlap
+    with pytest.raises(RuntimeError, match="refer to a single memory location"):
+        m.view(-1)[:3].copy_(m.view(-1)[1:])
+    with pytest.raises(RuntimeError, match="more than one element"):
+        rc.zeros(1, 3, device=device).expand(2, 3).scatter_add_(
+            0, rc.zeros(1, 3, dtype=rc.int64, device=device), rc.ones(1, 3, device=device))
+    assert m.tolist() == [[0, 1], [2, 3]]
+    # as in PyTorch, filling an expanded tensor is allowed (every write agrees)
+    e = rc.zeros(1, device=device).expand(3)
+    e.fill_(2.0)
+    assert e.tolist() == [2.0, 2.0, 2.0]

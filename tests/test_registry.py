@@ -414,3 +414,20 @@ def test_backend_without_memory_kernels_is_refused_clearly():
 def test_round_decomposition_keeps_large_floats(fake):
     xs = np.array([8388609.0, -8388609.0, 2.5, -3.5, 1e30], np.float32)
     assert_close(rc.round(rc.tensor(xs, device="fake:1")).cpu(), np.round(xs))
+
+
+def test_indices_on_another_accelerator_are_refused(fake):
+    x = rc.arange(6, device="fake:0")
+    cpu_idx = rc.tensor([0, 2])
+    assert x[cpu_idx].tolist() == [0, 2]  # cpu indices are moved, as in PyTorch
+    with pytest.raises(RuntimeError, match="indices should be either on cpu or on the same device"):
+        x[rc.tensor([0, 2], device="fake:1")]
+    with pytest.raises(RuntimeError, match="indices should be either on cpu"):
+        rc.arange(3)[rc.tensor([True, False, True], device="fake:0")]
+
+
+def test_registering_a_disabled_plugin_is_refused(monkeypatch):
+    monkeypatch.setenv("RTX_DISABLE_BACKENDS", "fast-add")
+    with pytest.raises(RuntimeError, match="disabled by RTX_DISABLE_BACKENDS"):
+        rc.register_backend(FastAdd(), name="fast-add")
+    assert "fast-add" not in [p for p, _ in registry.pm.list_name_plugin()]

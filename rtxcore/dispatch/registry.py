@@ -113,10 +113,12 @@ class Registry:
     def register(self, plugin: Any, name: str | None = None) -> str:
         with self._lock:
             self.ensure_loaded()
-            name = name or getattr(plugin, "__name__", None) or repr(plugin)
+            name = name or getattr(plugin, "__name__", None) or type(plugin).__name__
             if name in self._disabled():
-                self.blocked.append(name)
-                return name
+                raise RuntimeError(
+                    f"plugin {name!r} is disabled by RTX_DISABLE_BACKENDS="
+                    f"{os.environ.get('RTX_DISABLE_BACKENDS', '')!r}; not registered"
+                )
             self.pm.register(plugin, name=name)
             self._rebuild()
             return name

@@ -286,16 +286,28 @@ def check_overlap(op: str, out: Tensor, *inputs: Any) -> None:
             continue
         if (t._offset, t._shape, t._strides) == (out._offset, out._shape, out._strides):
             continue  # exact overlap: elementwise kernels handle it
-        if not (t.is_contiguous() and out.is_contiguous()):
+        a = _dense_span(t)
+        b = _dense_span(out)
+        if a is None or b is None:
             continue  # too hard to decide cheaply; PyTorch lets these through too
-        a0, a1 = t._offset, t._offset + prod(t._shape)
-        b0, b1 = out._offset, out._offset + prod(out._shape)
-        if a0 < b1 and b0 < a1:
+        if a[0] < b[1] and b[0] < a[1]:
             raise RuntimeError(
                 f"{op}: unsupported operation: some elements of the input tensor and the "
-                "written-in tensor refer to a single memory location. Please clone() the "
+                "written-to tensor refer to a single memory location. Please clone() the "
                 "tensor before performing the operation."
             )
+
+
+def _dense_span(t: Tensor) -> tuple[int, int] | None:
+    """[start, end) of the memory a tensor covers when it covers it densely (some
+    permutation of a contiguous layout, as ``x.t()``); None otherwise."""
+    dims = sorted((s, n) for n, s in zip(t._shape, t._strides) if n > 1)
+    expected = 1
+    for s, n in dims:
+        if s != expected:
+            return None
+        expected *= n
+    return t._offset, t._offset + expected
 
 
 def can_cast(src: DType, dst: DType) -> bool:

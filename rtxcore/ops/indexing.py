@@ -15,7 +15,7 @@ from ..shape import broadcast_many, normalize_dim, prod
 from ..tensor import Tensor
 from . import elementwise as E
 from . import views as V
-from .core import (as_view, bad_operand, cast, contiguous, cstrides, empty,
+from .core import (as_view, bad_operand, cast, check_overlap, contiguous, cstrides, empty,
                    expand_to, kernel, mixed_devices, scalar_for, view_of, write_result)
 
 # -- __getitem__ / __setitem__ -----------------------------------------------------
@@ -48,9 +48,19 @@ def _as_index_tensor(k: Any, dev: Any) -> Tensor:
             t = cast(t, D.int64)
     if t._dtype.kind == "f":
         raise IndexError(f"tensors used as indices must be long, int, byte or bool tensors, got {t._dtype.name}")
-    if t._device is not dev:
-        t = t.to(dev)
-    return t
+    return _index_on(t, dev)
+
+
+def _index_on(t: Tensor, dev: Any) -> Tensor:
+    """Indices may live on cpu or on the indexed tensor's device (PyTorch's rule)."""
+    if t._device is dev:
+        return t
+    if t._device.type == "cpu":
+        return t.to(dev)
+    raise RuntimeError(
+        f"indices should be either on cpu or on the same device as the indexed tensor "
+        f"({dev}), but found indices on {t._device}"
+    )
 
 
 def _expand_key(x: Tensor, key: Any) -> list[Any]:
@@ -134,7 +144,7 @@ def _basic(x: Tensor, key: Any) -> tuple[Tensor, list[tuple[int, Any]]]:
                     f"the shape of the mask {tuple(mask._shape)} does not match the shape "
                     f"{tuple(x._shape[d:d + nd])} of the indexed tensor at dimension {d}"
                 )
-            for j, coord in enumerate(nonzero(mask.to(x._device), as_tuple=True)):
+            for j, coord in enumerate(nonzero(_index_on(mask, x._device), as_tuple=True)):
                 adv.append((len(shape), coord))
                 shape.append(x._shape[d + j])
                 strides.append(x._strides[d + j])
@@ -372,6 +382,7 @@ def scatter_add_(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     if src._device is not x._device:
         raise mixed_devices("scatter_add", x, src)
     _check_src("scatter_add", src, index)
+    check_overlap("scatter_add_", x, index, src)
     src = _narrow_to(cast(src, x._dtype), index._shape, -1)
     kernel(x._device, "scatter_add")(view_of(x), d, view_of(index), view_of(src))
     x._storage.version += 1
