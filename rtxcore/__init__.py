@@ -15,7 +15,6 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-from . import dtype as _dtype_mod
 from .dtype import (bool_, double, float, float16, float32, float64, get_default_dtype,  # noqa: A004
                     half, int, int8, int16, int32, int64, long, promote_types, result_type,
                     set_default_dtype, short, uint8)

@@ -10,7 +10,7 @@ import pytest
 import rtxcore as rc
 from rtxcore.testing import assert_close
 
-memory = pytest.importorskip("rtx_cpu.memory")
+from rtx_cpu import memory
 
 
 @pytest.fixture(autouse=True)

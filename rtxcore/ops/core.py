@@ -19,7 +19,7 @@ from typing import Any, Callable
 from .. import dtype as D
 from ..device import Device, get_default_device
 from ..dispatch.types import DType, contiguous_strides
-from ..shape import broadcast_shapes, expand_strides, prod
+from ..shape import broadcast_shapes, expand_strides
 from ..tensor import Storage, Tensor
 
 _new = object.__new__

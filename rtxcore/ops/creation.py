@@ -4,7 +4,7 @@ dtypes, devices and the host."""
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -13,7 +13,7 @@ from ..device import Device
 from ..random import Generator, default_generator
 from ..shape import ints_arg, prod
 from ..tensor import Storage, Tensor
-from .core import (cast, contiguous, empty as _empty, from_host, kernel, make,
+from .core import (cast, empty as _empty, from_host, kernel, make,
                    ready_device, scalar_for, view_of)
 
 # -- from data ----------------------------------------------------------------------

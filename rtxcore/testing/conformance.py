@@ -12,7 +12,6 @@ A third-party backend runs exactly what rtxcore's own backends run.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable
 
 import numpy as np
@@ -266,14 +265,12 @@ def _other_checks() -> dict[str, Check]:
         assert out1.tolist() == [[3.0, 0.0, 0.0], [0.0, 1.0, 2.0]]
 
     def index(device: str) -> None:
-        rc = _rc()
         x, xn = _strided(device, _data("index"))
         assert_close(x[[2, 0, 2]], xn[[2, 0, 2]])
         assert_close(x[:, [3, 1]], xn[:, [3, 1]])
         assert_close(x[[0, 1], [3, 2]], xn[[0, 1], [3, 2]])
 
     def masked_select(device: str) -> None:
-        rc = _rc()
         x, xn = _strided(device, _data("masked_select"))
         assert_close(x[x > 0], xn[xn > 0])
 
