@@ -209,9 +209,7 @@ class Tensor:
         return True
 
     def detach(self) -> "Tensor":
-        from .ops.core import as_view
-
-        return as_view(self, self._shape, self._strides, self._offset)
+        return _as_view(self, self._shape, self._strides, self._offset)
 
     @property
     def data(self) -> "Tensor":
