@@ -48,6 +48,9 @@ from .ops.indexing import (argsort, argwhere, cat, flip, roll, tril, triu, conca
 from .ops.linalg import bmm, dot, einsum, inner, matmul, mm, mv, outer
 
 from . import autograd  # noqa: F401
+from .autograd import rules as _rules  # noqa: F401  (registers every backward rule)
+from .autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
+                                 is_inference_mode_enabled, no_grad, set_grad_enabled)
 
 
 def register_backend(plugin: Any, name: str | None = None) -> str:

@@ -26,7 +26,7 @@ class Storage:
 
 class Tensor:
     __slots__ = ("_storage", "_shape", "_strides", "_offset", "_dtype", "_device",
-                 "_h", "_ag", "__weakref__")
+                 "_h", "_ag", "_base", "__weakref__")
 
     _storage: Storage
     _shape: tuple[int, ...]
@@ -35,6 +35,7 @@ class Tensor:
     _dtype: DType
     _h: Any  # the backend's native view, built on first use
     _ag: Any  # autograd metadata; None for tensors outside any graph
+    _base: Any  # for a view: the tensor owning the memory; None otherwise
 
     # NumPy defers to our reflected operators: ndarray + Tensor gives a Tensor
     __array_priority__ = 1000
@@ -181,10 +182,6 @@ class Tensor:
         return self.clone()
 
     @property
-    def T(self) -> "Tensor":
-        return _as_view(self, self._shape[::-1], self._strides[::-1], self._offset)
-
-    @property
     def mT(self) -> "Tensor":
         if self.ndim < 2:
             raise RuntimeError(f"tensor.mT is only supported on matrices or batches of matrices. Got {self.ndim}-D tensor.")
@@ -193,28 +190,6 @@ class Tensor:
     @property
     def mH(self) -> "Tensor":
         return self.mT
-
-    # Without autograd every tensor is a leaf that needs no grad (the autograd
-    # issue replaces these with the real thing).
-    @property
-    def requires_grad(self) -> bool:
-        return False
-
-    @property
-    def grad_fn(self) -> Any:
-        return None
-
-    @property
-    def is_leaf(self) -> bool:
-        return True
-
-    def detach(self) -> "Tensor":
-        return _as_view(self, self._shape, self._strides, self._offset)
-
-    @property
-    def data(self) -> "Tensor":
-        return self.detach()
-
 
 def _norm_dim(dim: int, ndim: int) -> int:
     from .shape import normalize_dim
@@ -230,7 +205,6 @@ from .ops import indexing as _i  # noqa: E402
 from .ops import linalg as _l  # noqa: E402
 from .ops import reduction as _r  # noqa: E402
 from .ops import views as _v  # noqa: E402
-from .ops.core import as_view as _as_view  # noqa: E402
 
 T = Tensor
 # arithmetic operators
@@ -289,4 +263,12 @@ for _name, _dt in _c.CONVERSIONS.items():
     setattr(T, _name, _c._converter(_dt))
 T.__getitem__ = _i.getitem
 T.__setitem__ = _i.setitem
+T.T = property(_v.T_property)
+# autograd: requires_grad, grad, grad_fn, is_leaf, backward, detach, hooks
+from .autograd import variable as _ag  # noqa: E402
+
+for _name in _ag.PROPERTIES:
+    setattr(T, _name, getattr(_ag, _name))
+for _name in _ag.METHODS:
+    setattr(T, _name, getattr(_ag, _name))
 del T, _name, _dt

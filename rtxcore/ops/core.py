@@ -52,6 +52,7 @@ def make(storage: Storage, shape: tuple[int, ...], strides: tuple[int, ...], off
     t._device = dev
     t._h = h
     t._ag = None
+    t._base = None
     return t
 
 
@@ -105,8 +106,13 @@ def view_of(t: Tensor) -> Any:
 
 def as_view(base: Tensor, shape: tuple[int, ...], strides: tuple[int, ...],
             offset: int) -> Tensor:
-    """A tensor sharing ``base``'s storage with a new layout. No data moves."""
-    return make(base._storage, shape, strides, offset, base._dtype, base._device)
+    """A tensor sharing ``base``'s storage with a new layout. No data moves.
+    Its ``_base`` is the tensor that owns the memory (in-place writes through a
+    view are recorded on that owner)."""
+    t = make(base._storage, shape, strides, offset, base._dtype, base._device)
+    b = base._base
+    t._base = base if b is None else b
+    return t
 
 
 def kernel(dev: Device, op: str) -> Callable[..., Any]:

@@ -13,6 +13,7 @@ from ..device import Device
 from ..random import Generator, default_generator
 from ..shape import ints_arg, prod
 from ..tensor import Storage, Tensor
+from ..autograd.tape import differentiable
 from .core import (cast, empty as _empty, from_host, kernel, make,
                    ready_device, scalar_for, view_of)
 
@@ -57,6 +58,21 @@ def _numpy_from_data(data: Any, dtype: D.DType | None) -> np.ndarray:
     return np.require(arr.astype(dtype.numpy, copy=False), requirements="C")
 
 
+def _grad_option(fn: Any) -> Any:
+    """Give a creation function PyTorch's ``requires_grad=`` keyword."""
+    import functools
+
+    @functools.wraps(fn)
+    def create(*args: Any, requires_grad: bool = False, **kwargs: Any) -> Tensor:
+        t = fn(*args, **kwargs)
+        if requires_grad:
+            t.requires_grad_()
+        return t
+
+    return create
+
+
+@_grad_option
 def tensor(data: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
     """A new tensor holding a copy of ``data`` (numbers, nested lists, arrays)."""
     dt = None if dtype is None else D.as_dtype(dtype)
@@ -146,10 +162,12 @@ def _size(size: tuple[Any, ...]) -> tuple[int, ...]:
     return shape
 
 
+@_grad_option
 def empty(*size: Any, dtype: Any = None, device: Any = None) -> Tensor:
     return _empty(_size(size), D.as_dtype(dtype), ready_device(device))
 
 
+@_grad_option
 def full(size: Any, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
     shape = _size((size,))
     if isinstance(fill_value, Tensor):
@@ -160,10 +178,12 @@ def full(size: Any, fill_value: Any, *, dtype: Any = None, device: Any = None) -
     return t
 
 
+@_grad_option
 def zeros(*size: Any, dtype: Any = None, device: Any = None) -> Tensor:
     return full(_size(size), 0, dtype=D.as_dtype(dtype), device=device)
 
 
+@_grad_option
 def ones(*size: Any, dtype: Any = None, device: Any = None) -> Tensor:
     return full(_size(size), 1, dtype=D.as_dtype(dtype), device=device)
 
@@ -172,46 +192,55 @@ def _like(x: Tensor, dtype: Any, device: Any) -> tuple[D.DType, Any]:
     return (x._dtype if dtype is None else D.as_dtype(dtype)), (x._device if device is None else device)
 
 
+@_grad_option
 def empty_like(x: Tensor, *, dtype: Any = None, device: Any = None) -> Tensor:
     dt, dev = _like(x, dtype, device)
     return _empty(x._shape, dt, ready_device(dev))
 
 
+@_grad_option
 def zeros_like(x: Tensor, *, dtype: Any = None, device: Any = None) -> Tensor:
     dt, dev = _like(x, dtype, device)
     return full(x._shape, 0, dtype=dt, device=dev)
 
 
+@_grad_option
 def ones_like(x: Tensor, *, dtype: Any = None, device: Any = None) -> Tensor:
     dt, dev = _like(x, dtype, device)
     return full(x._shape, 1, dtype=dt, device=dev)
 
 
+@_grad_option
 def full_like(x: Tensor, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
     dt, dev = _like(x, dtype, device)
     return full(x._shape, fill_value, dtype=dt, device=dev)
 
 
+@_grad_option
 def new_empty(x: Tensor, *size: Any, dtype: Any = None, device: Any = None) -> Tensor:
     dt, dev = _like(x, dtype, device)
     return _empty(_size(size), dt, ready_device(dev))
 
 
+@_grad_option
 def new_zeros(x: Tensor, *size: Any, dtype: Any = None, device: Any = None) -> Tensor:
     dt, dev = _like(x, dtype, device)
     return full(_size(size), 0, dtype=dt, device=dev)
 
 
+@_grad_option
 def new_ones(x: Tensor, *size: Any, dtype: Any = None, device: Any = None) -> Tensor:
     dt, dev = _like(x, dtype, device)
     return full(_size(size), 1, dtype=dt, device=dev)
 
 
+@_grad_option
 def new_full(x: Tensor, size: Any, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
     dt, dev = _like(x, dtype, device)
     return full(size, fill_value, dtype=dt, device=dev)
 
 
+@_grad_option
 def new_tensor(x: Tensor, data: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
     dt, dev = _like(x, dtype, device)
     return tensor(data, dtype=dt, device=dev)
@@ -220,6 +249,7 @@ def new_tensor(x: Tensor, data: Any, *, dtype: Any = None, device: Any = None) -
 # -- ranges --------------------------------------------------------------------------
 
 
+@_grad_option
 def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None,
            device: Any = None) -> Tensor:
     if end is None:
@@ -244,6 +274,7 @@ def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None,
     return t
 
 
+@_grad_option
 def linspace(start: float, end: float, steps: int, *, dtype: Any = None, device: Any = None) -> Tensor:
     if steps < 0:
         raise RuntimeError("linspace: number of steps must be non-negative")
@@ -264,6 +295,7 @@ def linspace(start: float, end: float, steps: int, *, dtype: Any = None, device:
     return t
 
 
+@_grad_option
 def logspace(start: float, end: float, steps: int, base: float = 10.0, *, dtype: Any = None,
              device: Any = None) -> Tensor:
     from .elementwise import pow as _pow
@@ -271,6 +303,7 @@ def logspace(start: float, end: float, steps: int, base: float = 10.0, *, dtype:
     return _pow(float(base), linspace(start, end, steps, dtype=dtype, device=device))
 
 
+@_grad_option
 def eye(n: int, m: int | None = None, *, dtype: Any = None, device: Any = None) -> Tensor:
     m = n if m is None else m
     t = zeros(n, m, dtype=dtype, device=device)
@@ -306,11 +339,13 @@ def normal_(x: Tensor, mean: float = 0.0, std: float = 1.0, *, generator: Genera
     return x
 
 
+@_grad_option
 def rand(*size: Any, generator: Generator | None = None, dtype: Any = None, device: Any = None) -> Tensor:
     t = _empty(_size(size), _float_dtype(dtype, "rand"), ready_device(device))
     return uniform_(t, 0.0, 1.0, generator=generator)
 
 
+@_grad_option
 def randn(*size: Any, generator: Generator | None = None, dtype: Any = None, device: Any = None) -> Tensor:
     t = _empty(_size(size), _float_dtype(dtype, "randn"), ready_device(device))
     return normal_(t, 0.0, 1.0, generator=generator)
@@ -342,11 +377,13 @@ def randperm(n: int, *, generator: Generator | None = None, dtype: Any = None, d
     return cast(u.argsort(), D.as_dtype(dtype or D.int64))
 
 
+@_grad_option
 def rand_like(x: Tensor, *, dtype: Any = None, device: Any = None) -> Tensor:
     dt, dev = _like(x, dtype, device)
     return rand(x._shape, dtype=dt, device=dev)
 
 
+@_grad_option
 def randn_like(x: Tensor, *, dtype: Any = None, device: Any = None) -> Tensor:
     dt, dev = _like(x, dtype, device)
     return randn(x._shape, dtype=dt, device=dev)
@@ -360,6 +397,7 @@ def randint_like(x: Tensor, low: int, high: Any = None, *, dtype: Any = None, de
 # -- conversion --------------------------------------------------------------------------
 
 
+@differentiable("clone")
 def clone(x: Tensor) -> Tensor:
     out = _empty(x._shape, x._dtype, x._device)
     kernel(x._device, "copy")(out._h, view_of(x))
@@ -409,6 +447,7 @@ def _parse_to(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any, 
     return device, dtype, copy
 
 
+@differentiable("to")
 def to(x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
     """``x.to(device)``, ``x.to(dtype)``, ``x.to(device, dtype)``, ``x.to(other)``.
 
@@ -434,12 +473,12 @@ def cpu(x: Tensor) -> Tensor:
 
 
 def type_as(x: Tensor, other: Tensor) -> Tensor:
-    return cast(x, other._dtype)
+    return to(x, other._dtype)
 
 
 def _converter(dt: D.DType) -> Any:
     def convert(x: Tensor) -> Tensor:
-        return cast(x, dt)
+        return to(x, dt)
 
     convert.__name__ = dt.name
     return convert

@@ -14,55 +14,67 @@ from .. import dtype as D
 from ..tensor import Tensor
 from .core import (FLOAT, SAME, TO_BOOL, bad_operand, binary, cast, empty, is_scalar,
                    kernel, scalar_for, unary, view_of, write_result)
-from .core import where as _where
+from .core import where as _core_where
+from ..autograd.tape import differentiable, inplace
 
 # -- primitives ----------------------------------------------------------------------
 
 
+@differentiable("neg")
 def neg(x: Tensor) -> Tensor:
     if x._dtype is D.bool_:
         raise RuntimeError("negation, the `-` operator, on a bool tensor is not supported; use ~ or logical_not()")
     return unary("neg", x)
 
 
+@differentiable("abs")
 def abs(x: Tensor) -> Tensor:  # noqa: A001
     return unary("abs", x)
 
 
+@differentiable("sign")
 def sign(x: Tensor) -> Tensor:
     if isinstance(x, Tensor) and x._dtype is D.bool_:
         return x.clone()  # PyTorch: the sign of a bool is itself
     return unary("sign", x)
 
 
+@differentiable("exp")
 def exp(x: Tensor) -> Tensor:
     return unary("exp", x, FLOAT)
 
 
+@differentiable("log")
 def log(x: Tensor) -> Tensor:
     return unary("log", x, FLOAT)
 
 
+@differentiable("sqrt")
 def sqrt(x: Tensor) -> Tensor:
     return unary("sqrt", x, FLOAT)
 
 
+@differentiable("sin")
 def sin(x: Tensor) -> Tensor:
     return unary("sin", x, FLOAT)
 
 
+@differentiable("cos")
 def cos(x: Tensor) -> Tensor:
     return unary("cos", x, FLOAT)
 
 
+@differentiable("tanh")
 def tanh(x: Tensor) -> Tensor:
     return unary("tanh", x, FLOAT)
 
 
+@differentiable("reciprocal")
 def reciprocal(x: Tensor) -> Tensor:
     return unary("reciprocal", x, FLOAT)
 
 
+@differentiable("floor")
 def floor(x: Tensor) -> Tensor:
     if x._dtype.kind != "f":
         return x.clone()
@@ -82,12 +94,14 @@ def _scaled(x: Any, y: Any, alpha: Any) -> Any:
     return mul(y, alpha)
 
 
+@differentiable("add", inputs=2)
 def add(x: Any, y: Any, *, alpha: Any = 1) -> Tensor:
     if alpha != 1:
         y = _scaled(x, y, alpha)
     return binary("add", x, y)
 
 
+@differentiable("sub", inputs=2)
 def sub(x: Any, y: Any, *, alpha: Any = 1) -> Tensor:
     if alpha != 1:
         y = _scaled(x, y, alpha)
@@ -96,10 +110,12 @@ def sub(x: Any, y: Any, *, alpha: Any = 1) -> Tensor:
     return binary("sub", x, y)
 
 
+@differentiable("mul", inputs=2)
 def mul(x: Any, y: Any) -> Tensor:
     return binary("mul", x, y)
 
 
+@differentiable("div", inputs=2)
 def div(x: Any, y: Any, *, rounding_mode: str | None = None) -> Tensor:
     if rounding_mode is None:
         return binary("div", x, y, FLOAT)
@@ -123,6 +139,7 @@ true_divide = divide = div
 multiply, subtract = mul, sub
 
 
+@differentiable("pow", inputs=2)
 def pow(x: Any, y: Any) -> Tensor:  # noqa: A001
     if isinstance(x, Tensor) and x._dtype.kind != "f" and is_scalar(y) and not isinstance(y, float) and y < 0:
         raise RuntimeError("Integers to negative integer powers are not allowed.")
@@ -132,10 +149,12 @@ def pow(x: Any, y: Any) -> Tensor:  # noqa: A001
     return binary("pow", x, y)
 
 
+@differentiable("maximum", inputs=2)
 def maximum(x: Tensor, y: Tensor) -> Tensor:
     return binary("maximum", x, y)
 
 
+@differentiable("minimum", inputs=2)
 def minimum(x: Tensor, y: Tensor) -> Tensor:
     return binary("minimum", x, y)
 
@@ -175,6 +194,11 @@ def logical_or(x: Any, y: Any) -> Tensor:
     return binary("logical_or", x, y, TO_BOOL)
 
 
+@differentiable("where", inputs=3)
+def _where(condition: Tensor, x: Any, y: Any) -> Tensor:
+    return _core_where(condition, x, y)
+
+
 def where(condition: Tensor, input: Any = None, other: Any = None) -> Any:  # noqa: A002
     if input is None and other is None:
         from .indexing import nonzero
@@ -195,6 +219,7 @@ def _composite_unary(op: str, x: Tensor, kind: int = FLOAT) -> Tensor | None:
     return None
 
 
+@differentiable("expm1")
 def expm1(x: Tensor) -> Tensor:
     r = _composite_unary("expm1", x)
     if r is not None:
@@ -207,6 +232,7 @@ def expm1(x: Tensor) -> Tensor:
     return _where(eq(u, 1.0), x, _where(eq(um1, -1.0), -1.0, _where(isinf(u), u, accurate)))
 
 
+@differentiable("log1p")
 def log1p(x: Tensor) -> Tensor:
     r = _composite_unary("log1p", x)
     if r is not None:
@@ -218,6 +244,7 @@ def log1p(x: Tensor) -> Tensor:
     return _where(eq(u, 1.0), x, _where(eq(u, math.inf), u, accurate))  # log1p(-inf) is nan
 
 
+@differentiable("log2")
 def log2(x: Tensor) -> Tensor:
     r = _composite_unary("log2", x)
     return r if r is not None else mul(log(x), 1.0 / math.log(2.0))
@@ -235,11 +262,13 @@ def square(x: Tensor) -> Tensor:
     return mul(x, x)
 
 
+@differentiable("tan")
 def tan(x: Tensor) -> Tensor:
     r = _composite_unary("tan", x)
     return r if r is not None else div(sin(x), cos(x))
 
 
+@differentiable("sigmoid")
 def sigmoid(x: Tensor) -> Tensor:
     r = _composite_unary("sigmoid", x)
     if r is not None:
@@ -248,6 +277,7 @@ def sigmoid(x: Tensor) -> Tensor:
     return reciprocal(add(exp(neg(_float(x))), 1.0))
 
 
+@differentiable("relu")
 def relu(x: Tensor) -> Tensor:
     if x._dtype is D.bool_:
         return x.clone()
@@ -261,6 +291,7 @@ def zeros_scalar_like(x: Tensor) -> Tensor:
     return t
 
 
+@differentiable("erf")
 def erf(x: Tensor) -> Tensor:
     r = _composite_unary("erf", x)
     if r is not None:
@@ -318,6 +349,7 @@ def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     return _where(gt(bx, threshold), x, soft)
 
 
+@differentiable("ceil")
 def ceil(x: Tensor) -> Tensor:
     if x._dtype.kind != "f":
         return x.clone()
@@ -325,6 +357,7 @@ def ceil(x: Tensor) -> Tensor:
     return r if r is not None else neg(floor(neg(x)))
 
 
+@differentiable("trunc")
 def trunc(x: Tensor) -> Tensor:
     if x._dtype.kind != "f":
         return x.clone()
@@ -335,6 +368,7 @@ def trunc(x: Tensor) -> Tensor:
 fix = trunc
 
 
+@differentiable("round")
 def round(x: Tensor, *, decimals: int = 0) -> Tensor:  # noqa: A001
     if x._dtype.kind != "f":
         return x.clone()
@@ -355,6 +389,7 @@ def round(x: Tensor, *, decimals: int = 0) -> Tensor:  # noqa: A001
     return _where(ge(abs(x), big), x, r)
 
 
+@differentiable("clamp")
 def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
     if min is None and max is None:
         raise RuntimeError("clamp: at least one of 'min' or 'max' must not be None")
@@ -394,6 +429,7 @@ def any_nonzero(t: Tensor) -> bool:
     return bool(_any(t).item()) if t.numel() else False
 
 
+@differentiable("floor_divide", inputs=2)
 def floor_divide(x: Any, y: Any) -> Tensor:
     dev = (x if isinstance(x, Tensor) else y)._device
     _check_int_divisor(x, y)
@@ -434,6 +470,7 @@ def _int_floor_divide(x: Any, y: Any, dev: Any) -> Tensor:
     return sub(q, cast(too_small, dt))
 
 
+@differentiable("remainder", inputs=2)
 def remainder(x: Any, y: Any) -> Tensor:
     dev = (x if isinstance(x, Tensor) else y)._device
     _check_int_divisor(x, y)
@@ -516,48 +553,58 @@ def _check_bool_operands(sym: str, x: Any, y: Any) -> None:
 # Primitive binary ops write straight into the target; others compute and copy back.
 
 
+@inplace(add, inputs=1)
 def add_(x: Tensor, y: Any, *, alpha: Any = 1) -> Tensor:
     if alpha != 1:
         y = _scaled(x, y, alpha)
     return binary("add", x, y, out=x)
 
 
+@inplace(sub, inputs=1)
 def sub_(x: Tensor, y: Any, *, alpha: Any = 1) -> Tensor:
     if alpha != 1:
         y = _scaled(x, y, alpha)
     return binary("sub", x, y, out=x)
 
 
+@inplace(mul, inputs=1)
 def mul_(x: Tensor, y: Any) -> Tensor:
     return binary("mul", x, y, out=x)
 
 
+@inplace(div, inputs=1)
 def div_(x: Tensor, y: Any, *, rounding_mode: str | None = None) -> Tensor:
     if rounding_mode is None:
         return binary("div", x, y, FLOAT, out=x)
     return write_result(x, div(x, y, rounding_mode=rounding_mode), "div")
 
 
+@inplace(pow, inputs=1)
 def pow_(x: Tensor, y: Any) -> Tensor:
     return write_result(x, pow(x, y), "pow")
 
 
+@inplace(maximum, inputs=1)
 def maximum_(x: Tensor, y: Any) -> Tensor:
     return binary("maximum", x, y, out=x)
 
 
+@inplace(minimum, inputs=1)
 def minimum_(x: Tensor, y: Any) -> Tensor:
     return binary("minimum", x, y, out=x)
 
 
+@inplace(floor_divide, inputs=1)
 def floor_divide_(x: Tensor, y: Any) -> Tensor:
     return write_result(x, floor_divide(x, y), "floor_divide")
 
 
+@inplace(remainder, inputs=1)
 def remainder_(x: Tensor, y: Any) -> Tensor:
     return write_result(x, remainder(x, y), "remainder")
 
 
+@inplace(clamp, inputs=2)
 def clamp_(x: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
     return write_result(x, clamp(x, min, max), "clamp")
 
@@ -565,6 +612,7 @@ def clamp_(x: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
 clip_ = clamp_
 
 
+@inplace(lerp, inputs=2)
 def lerp_(x: Tensor, end: Tensor, weight: Any) -> Tensor:
     return write_result(x, lerp(x, end, weight), "lerp")
 
@@ -573,6 +621,13 @@ def zero_(x: Tensor) -> Tensor:
     return fill_(x, 0)
 
 
+@differentiable("fill")
+def _filled(x: Tensor, value: Any) -> Tensor:
+    """``x.fill_(value)``'s result, out of place (what autograd records)."""
+    return fill_.raw(x.clone(), value)
+
+
+@inplace(_filled, inputs=0)
 def fill_(x: Tensor, value: Any) -> Tensor:
     if isinstance(value, Tensor):
         if value.numel() != 1 or value.ndim:
@@ -584,12 +639,12 @@ def fill_(x: Tensor, value: Any) -> Tensor:
 
 
 def _make_inplace(fn: Any, name: str) -> Any:
-    def inplace(x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+    def op_(x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
         return write_result(x, fn(x, *args, **kwargs), name)
 
-    inplace.__name__ = name + "_"
-    inplace.__doc__ = f"In-place version of :func:`{name}`."
-    return inplace
+    op_.__name__ = name + "_"
+    op_.__doc__ = f"In-place version of :func:`{name}`."
+    return inplace(fn, inputs=1)(op_)
 
 
 _UNARY_INPLACE = ["neg", "abs", "sign", "exp", "expm1", "log", "log1p", "log2", "sqrt",
@@ -600,6 +655,13 @@ for _n in _UNARY_INPLACE:
     globals()[_n + "_"] = _make_inplace(globals()[_n], _n)
 
 
+@differentiable("copy", inputs=2)
+def _copied(x: Tensor, src: Any) -> Tensor:
+    """``x.copy_(src)``'s result, out of place (what autograd records)."""
+    return copy_.raw(x.clone(), src)
+
+
+@inplace(_copied, inputs=1)
 def copy_(x: Tensor, src: Any) -> Tensor:
     """Copy ``src`` into ``x`` (broadcast, cast, and across devices)."""
     from .creation import as_tensor_on

@@ -15,6 +15,8 @@ from ..shape import broadcast_many, normalize_dim, prod
 from ..tensor import Tensor
 from . import elementwise as E
 from . import views as V
+from ..autograd.grad_mode import _state
+from ..autograd.tape import differentiable, inplace, requires_grad, run_inplace
 from .core import (as_view, bad_operand, cast, check_overlap, contiguous, cstrides, empty,
                    expand_to, kernel, mixed_devices, scalar_for, view_of, write_result)
 
@@ -201,6 +203,7 @@ def _prepare_advanced(v: Tensor, adv: list[tuple[int, Any]]) -> tuple[Tensor, li
     return vp, out, dims
 
 
+@differentiable("getitem")
 def getitem(x: Tensor, key: Any) -> Tensor:
     if type(key) is int and x._shape:  # fast path: x[i]
         size = x._shape[0]
@@ -239,6 +242,24 @@ def _strip_leading_ones(value: Any, ndim: int) -> Any:
 
 
 def setitem(x: Tensor, key: Any, value: Any) -> None:
+    """``x[key] = value``. With autograd it records as ``index_put`` (x's old value
+    outside ``key``, ``value`` inside), on x's owner when x is a view."""
+    if _state.enabled and (requires_grad(x) or requires_grad(value) or requires_grad(x._base)):
+        run_inplace("index_put_", x, lambda: index_put_op(x, value, key),
+                    lambda: _setitem(x, key, value))
+        return
+    _setitem(x, key, value)
+
+
+@differentiable("index_put", inputs=2)
+def index_put_op(x: Tensor, value: Any, key: Any) -> Tensor:
+    """A copy of ``x`` with ``[key] = value``: ``x[key] = value`` out of place."""
+    out = x.clone()
+    _setitem(out, key, value)
+    return out
+
+
+def _setitem(x: Tensor, key: Any, value: Any) -> None:
     v, adv = _basic(x, key)
     if not adv:
         E.copy_(v, _strip_leading_ones(value, v.ndim))
@@ -362,6 +383,7 @@ def _narrow_to(x: Tensor, shape: tuple[int, ...], skip: int) -> Tensor:
     return as_view(x, s, x._strides, x._offset)
 
 
+@differentiable("gather")
 def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
     d = _check_index("gather", x, dim, index)
     out = empty(index._shape, x._dtype, x._device)
@@ -373,10 +395,12 @@ def take_along_dim(x: Tensor, indices: Tensor, dim: int) -> Tensor:
     return gather(x, dim, indices)
 
 
+@differentiable("scatter_add", inputs=(0, 3))
 def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     return scatter_add_(x.clone(), dim, index, src)
 
 
+@inplace(scatter_add, inputs=3)
 def scatter_add_(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     d = _check_index("scatter_add", x, dim, index)
     if src._device is not x._device:
@@ -389,11 +413,13 @@ def scatter_add_(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     return x
 
 
+@differentiable("scatter", inputs=(0, 3))
 def scatter(x: Tensor, dim: int, index: Tensor, src: Any = None, *, value: Any = None,
             reduce: str | None = None) -> Tensor:
     return scatter_(x.clone(), dim, index, src, value=value, reduce=reduce)
 
 
+@inplace(scatter, inputs=3)
 def scatter_(x: Tensor, dim: int, index: Tensor, src: Any = None, *, value: Any = None,
              reduce: str | None = None) -> Tensor:
     if src is None:
@@ -444,6 +470,7 @@ def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
     return out if index.ndim else V.squeeze(out, d)
 
 
+@differentiable("masked_fill")
 def masked_fill(x: Tensor, mask: Tensor, value: Any) -> Tensor:
     if not isinstance(mask, Tensor) or mask._dtype is not D.bool_:
         raise RuntimeError("masked_fill only supports boolean masks, but got mask with dtype "
@@ -463,10 +490,12 @@ def masked_fill(x: Tensor, mask: Tensor, value: Any) -> Tensor:
     return out
 
 
+@inplace(masked_fill, inputs=0)
 def masked_fill_(x: Tensor, mask: Tensor, value: Any) -> Tensor:
     return write_result(x, masked_fill(x, mask, value), "masked_fill")
 
 
+@differentiable("masked_select")
 def masked_select(x: Tensor, mask: Tensor) -> Tensor:
     if not isinstance(mask, Tensor) or mask._dtype is not D.bool_:
         raise RuntimeError("masked_select: expected a bool mask")
@@ -506,6 +535,7 @@ def argwhere(x: Tensor) -> Tensor:
 # -- sorting --------------------------------------------------------------------------
 
 
+@differentiable("sort", output=lambda r: r)
 def sort(x: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Any:
     from .reduction import sort_result
 
@@ -604,6 +634,7 @@ def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = 
 # -- joining ------------------------------------------------------------------------
 
 
+@differentiable("cat", inputs="seq")
 def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     tensors = list(tensors)
     if not tensors:

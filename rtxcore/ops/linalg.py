@@ -10,6 +10,7 @@ from .. import dtype as D
 from ..shape import broadcast_shapes
 from ..tensor import Tensor
 from . import views as V
+from ..autograd.tape import differentiable
 from .core import as_view, bad_operand, cast, empty, expand_to, kernel, mixed_devices, view_of
 
 
@@ -17,6 +18,7 @@ def _fmt(shape: tuple[int, ...]) -> str:
     return "x".join(str(s) for s in shape) if shape else "()"
 
 
+@differentiable("matmul", inputs=2)
 def matmul(a: Tensor, b: Tensor) -> Tensor:
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise bad_operand("matmul", b if isinstance(a, Tensor) else a)

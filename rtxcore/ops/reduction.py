@@ -13,6 +13,7 @@ from ..shape import normalize_dim, normalize_dims, prod
 from ..tensor import Tensor
 from . import elementwise as E
 from .core import as_view, cast, contiguous, drop_axes, empty, kernel, reduce, view_of
+from ..autograd.tape import differentiable
 
 max_result = namedtuple("max", ["values", "indices"])
 min_result = namedtuple("min", ["values", "indices"])
@@ -30,16 +31,19 @@ def _sum_dtype(x: Tensor, dtype: Any) -> D.DType:
     return D.int64 if x._dtype.kind in "biu" else x._dtype
 
 
+@differentiable("sum")
 def sum(x: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:  # noqa: A001
     return reduce("sum", x, _axes(x, dim), keepdim, _sum_dtype(x, dtype))
 
 
+@differentiable("prod")
 def prod_(x: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
     if dim is not None and not isinstance(dim, int):
         raise TypeError("prod(): dim must be an int (or None)")
     return reduce("prod", x, _axes(x, dim), keepdim, _sum_dtype(x, dtype))
 
 
+@differentiable("mean")
 def mean(x: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
     dt = D.as_dtype(dtype) if dtype is not None else x._dtype
     if dt.kind != "f":
@@ -76,12 +80,14 @@ def _nonempty(op: str, x: Tensor, axes: tuple[int, ...], whole: bool) -> None:
             )
 
 
+@differentiable("amax")
 def amax(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
     axes = _axes(x, dim)
     _nonempty("amax", x, axes, dim is None)
     return reduce("max", x, axes, keepdim)
 
 
+@differentiable("amin")
 def amin(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
     axes = _axes(x, dim)
     _nonempty("amin", x, axes, dim is None)
@@ -121,7 +127,17 @@ def max(x: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
         return E.maximum(x, dim)
     if dim is None:
         return amax(x)
+    return _max_dim(x, dim, keepdim)
+
+
+@differentiable("max_dim", output=lambda r: r)
+def _max_dim(x: Tensor, dim: int, keepdim: bool = False) -> Any:
     return max_result(amax(x, dim, keepdim), argmax(x, dim, keepdim))
+
+
+@differentiable("min_dim", output=lambda r: r)
+def _min_dim(x: Tensor, dim: int, keepdim: bool = False) -> Any:
+    return min_result(amin(x, dim, keepdim), argmin(x, dim, keepdim))
 
 
 def min(x: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
@@ -129,19 +145,26 @@ def min(x: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
         return E.minimum(x, dim)
     if dim is None:
         return amin(x)
-    return min_result(amin(x, dim, keepdim), argmin(x, dim, keepdim))
+    return _min_dim(x, dim, keepdim)
 
 
-def var(x: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
-        correction: Any = None) -> Tensor:
+def var_args(x: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
+             correction: Any = None) -> tuple[tuple[int, ...], Any, bool]:
+    """var's arguments as (axes, correction, keepdim)."""
     if isinstance(dim, bool):  # var(x, False): PyTorch's (input, unbiased) overload
         dim, unbiased = None, dim
     if correction is None:
         correction = 1 if unbiased is None or unbiased else 0
+    return _axes(x, dim), correction, keepdim
+
+
+@differentiable("var")
+def var(x: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
+        correction: Any = None) -> Tensor:
+    axes, correction, keepdim = var_args(x, dim, unbiased, keepdim, correction=correction)
     x = E._float(x)
     out_dt = x._dtype
     x = cast(x, _acc_dtype(out_dt, x._device))
-    axes = _axes(x, dim)
     n = prod(x._shape[a] for a in axes)
     mu = reduce("sum", x, axes, True)
     mu = E.div(mu, n) if n else mu
@@ -189,6 +212,7 @@ def _any(x: Tensor, dim: Any, keepdim: bool) -> Tensor:
     return reduce("max", b, axes, keepdim)
 
 
+@differentiable("logsumexp")
 def logsumexp(x: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
     x = E._float(x)
     axes = _axes(x, dim)
@@ -201,6 +225,7 @@ def logsumexp(x: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
     return out if keepdim else drop_axes(out, axes)
 
 
+@differentiable("softmax")
 def softmax(x: Tensor, dim: int, dtype: Any = None) -> Tensor:
     x = cast(x, D.as_dtype(dtype)) if dtype is not None else E._float(x)
     axes = (normalize_dim(dim, x.ndim),) if x.ndim else ()
@@ -210,6 +235,7 @@ def softmax(x: Tensor, dim: int, dtype: Any = None) -> Tensor:
     return E.div(e, reduce("sum", e, axes, True))
 
 
+@differentiable("log_softmax")
 def log_softmax(x: Tensor, dim: int, dtype: Any = None) -> Tensor:
     x = cast(x, D.as_dtype(dtype)) if dtype is not None else E._float(x)
     axes = (normalize_dim(dim, x.ndim),) if x.ndim else ()
@@ -219,6 +245,7 @@ def log_softmax(x: Tensor, dim: int, dtype: Any = None) -> Tensor:
     return E.sub(shifted, E.log(reduce("sum", E.exp(shifted), axes, True)))
 
 
+@differentiable("cumsum")
 def cumsum(x: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
     out_dt = _sum_dtype(x, dtype)
     acc = _acc_dtype(out_dt, x._device)
@@ -244,17 +271,24 @@ def cumsum(x: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
 
 
 def cumprod(x: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
-    x = cast(x, _sum_dtype(x, dtype))
+    # Hillis-Steele scan, out of place: differentiable through its steps (zeros
+    # included), and twice.
+    from .indexing import cat
+
+    x = x.to(_sum_dtype(x, dtype))
+    if x.ndim == 0:
+        return x.clone()
     axis = normalize_dim(dim, x.ndim)
-    out = x.clone()
-    n, shift = x._shape[axis] if x.ndim else 1, 1
+    out = x
+    n, shift = x._shape[axis], 1
     while shift < n:
-        prev = out.clone()
-        out.narrow(axis, shift, n - shift).mul_(prev.narrow(axis, 0, n - shift))
+        out = cat([out.narrow(axis, 0, shift),
+                   E.mul(out.narrow(axis, shift, n - shift), out.narrow(axis, 0, n - shift))], axis)
         shift *= 2
-    return out
+    return out if out is not x else x.clone()
 
 
+@differentiable("norm")
 def norm(x: Tensor, p: Any = "fro", dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
     x = cast(x, D.as_dtype(dtype)) if dtype is not None else E._float(x)
     axes = _axes(x, dim)

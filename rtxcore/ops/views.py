@@ -9,8 +9,10 @@ from typing import Any, Sequence
 from ..shape import (expand_strides, infer_shape, ints_arg, normalize_dim, prod, view_strides)
 from ..tensor import Tensor
 from .core import as_view, contiguous, cstrides
+from ..autograd.tape import differentiable
 
 
+@differentiable("view")
 def view(x: Tensor, *shape: Any) -> Tensor:
     if len(shape) == 1 and not isinstance(shape[0], (int, tuple, list)) and hasattr(shape[0], "itemsize"):
         raise NotImplementedError("view(dtype) is not supported; use .to(dtype)")
@@ -25,6 +27,7 @@ def view(x: Tensor, *shape: Any) -> Tensor:
     return as_view(x, shape, strides, x._offset)
 
 
+@differentiable("reshape")
 def reshape(x: Tensor, *shape: Any) -> Tensor:
     shape = infer_shape(ints_arg(shape), prod(x._shape), tuple(x._shape))
     strides = view_strides(x._shape, x._strides, shape)
@@ -42,6 +45,7 @@ def reshape_as(x: Tensor, other: Tensor) -> Tensor:
     return reshape(x, other._shape)
 
 
+@differentiable("permute")
 def permute(x: Tensor, *dims: Any) -> Tensor:
     dims = ints_arg(dims)
     n = len(x._shape)
@@ -60,7 +64,7 @@ def permute(x: Tensor, *dims: Any) -> Tensor:
 def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
     n = len(x._shape)
     if n == 0:
-        return as_view(x, (), (), x._offset)
+        return reshape(x, ())
     d0, d1 = normalize_dim(dim0, n), normalize_dim(dim1, n)
     order = list(range(n))
     order[d0], order[d1] = d1, d0
@@ -73,7 +77,7 @@ swapaxes = swapdims = transpose
 def t(x: Tensor) -> Tensor:
     if x.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
-    return transpose(x, 0, 1) if x.ndim == 2 else as_view(x, x._shape, x._strides, x._offset)
+    return transpose(x, 0, 1) if x.ndim == 2 else reshape(x, x._shape)
 
 
 def movedim(x: Tensor, source: Any, destination: Any) -> Tensor:
@@ -91,6 +95,7 @@ def movedim(x: Tensor, source: Any, destination: Any) -> Tensor:
 moveaxis = movedim
 
 
+@differentiable("expand")
 def expand(x: Tensor, *sizes: Any) -> Tensor:
     target = ints_arg(sizes)
     strides = expand_strides(x._shape, x._strides, target)
@@ -106,6 +111,7 @@ def broadcast_to(x: Tensor, shape: Sequence[int]) -> Tensor:
     return expand(x, tuple(shape))
 
 
+@differentiable("squeeze")
 def squeeze(x: Tensor, dim: Any = None) -> Tensor:
     n = x.ndim
     if dim is None:
@@ -118,6 +124,7 @@ def squeeze(x: Tensor, dim: Any = None) -> Tensor:
     return as_view(x, shape, strides, x._offset)
 
 
+@differentiable("unsqueeze")
 def unsqueeze(x: Tensor, dim: int) -> Tensor:
     n = x.ndim
     d = normalize_dim(dim, n + 1)
@@ -147,6 +154,7 @@ def unflatten(x: Tensor, dim: int, sizes: Sequence[int]) -> Tensor:
     return view(x, x._shape[:d] + tuple(sizes) + x._shape[d + 1:])
 
 
+@differentiable("narrow")
 def narrow(x: Tensor, dim: int, start: Any, length: int) -> Tensor:
     d = normalize_dim(dim, x.ndim)
     size = x._shape[d]
@@ -199,11 +207,22 @@ def tensor_split(x: Tensor, sections: int, dim: int = 0) -> tuple[Tensor, ...]:
 
 def unbind(x: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
     d = normalize_dim(dim, x.ndim)
+    return tuple(select(x, d, i) for i in range(x._shape[d]))
+
+
+@differentiable("select")
+def select(x: Tensor, dim: int, index: int) -> Tensor:
+    """``x`` at ``index`` along ``dim``, that dim removed (a view)."""
+    d = normalize_dim(dim, x.ndim)
+    size = x._shape[d]
+    if not -size <= index < size:
+        raise IndexError(f"select(): index {index} out of range for tensor of size {tuple(x._shape)} at dimension {d}")
     shape = x._shape[:d] + x._shape[d + 1:]
     strides = x._strides[:d] + x._strides[d + 1:]
-    return tuple(as_view(x, shape, strides, x._offset + i * x._strides[d]) for i in range(x._shape[d]))
+    return as_view(x, shape, strides, x._offset + (index % size) * x._strides[d])
 
 
+@differentiable("diagonal")
 def diagonal(x: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
     n = x.ndim
     if n < 2:
@@ -225,6 +244,7 @@ def diagonal(x: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor
     return as_view(x, shape, strides, off)
 
 
+@differentiable("unfold")
 def unfold(x: Tensor, dimension: int, size: int, step: int) -> Tensor:
     """Sliding windows along ``dimension`` as a view (``Tensor.unfold``)."""
     d = normalize_dim(dimension, x.ndim)
@@ -263,12 +283,18 @@ def tile(x: Tensor, dims: Sequence[int]) -> Tensor:
     return repeat(x, (1,) * (x.ndim - len(dims)) + dims)
 
 
+@differentiable("contiguous")
 def contiguous_method(x: Tensor) -> Tensor:
     return contiguous(x)
+
+
+def T_property(x: Tensor) -> Tensor:
+    """``x.T``: the dims reversed."""
+    return permute(x, tuple(range(x.ndim - 1, -1, -1)))
 
 
 METHODS = ["view", "reshape", "view_as", "reshape_as", "permute", "transpose",
            "swapaxes", "swapdims", "t", "movedim", "moveaxis", "expand", "expand_as",
            "broadcast_to", "squeeze", "unsqueeze", "flatten", "ravel", "unflatten",
-           "narrow", "split", "chunk", "tensor_split", "unbind", "diagonal", "unfold",
+           "narrow", "split", "chunk", "tensor_split", "unbind", "select", "diagonal", "unfold",
            "repeat", "tile"]

@@ -1,0 +1,365 @@
+"""Backward: walk the graph from the outputs by dependency counting.
+
+One pass finds the nodes the gradients reach and counts, for each, the edges
+into it; then a node runs once every edge into it has delivered its gradient
+(summed in its buffer). No recursion: a 100,000-op chain is a loop of 100,000
+steps. Without ``retain_graph`` each node drops its saved tensors as it runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from .. import dtype as D
+from ..ops import creation as C
+from ..ops import elementwise as E
+from ..ops import reduction as R
+from ..ops import views as V
+from ..ops.core import contiguous
+from ..tensor import Tensor
+from .grad_mode import _state
+from .tape import AccumulateGrad, Meta, Node, _type_name, alias, edge
+
+
+def _as_tuple(x: Any) -> tuple[Any, ...]:
+    if x is None:
+        return ()
+    if isinstance(x, Tensor):
+        return (x,)
+    return tuple(x)
+
+
+def backward(tensors: Any, grad_tensors: Any = None, retain_graph: Any = None,
+             create_graph: bool = False, inputs: Any = None) -> None:
+    """Add the gradients of ``tensors`` to the ``.grad`` of the graph's leaves (only
+    of ``inputs``, when given)."""
+    outs = _as_tuple(tensors)
+    grads = _as_tuple(grad_tensors) if grad_tensors is not None else (None,) * len(outs)
+    if inputs is not None:
+        inputs = _as_tuple(inputs)
+        if not inputs:
+            raise RuntimeError("backward(): 'inputs' argument to backward() cannot be empty.")
+    roots = _roots(outs, grads, "backward")
+    if retain_graph is None:
+        retain_graph = create_graph
+    targets = None
+    if inputs is not None:
+        targets = {}
+        for t in inputs:
+            e = _input_edge(t, "backward")
+            targets[e] = t
+    _run(roots, retain_graph, create_graph, targets, accumulate=True)
+
+
+def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: Any = None,
+         create_graph: bool = False, allow_unused: Any = None,
+         materialize_grads: bool = False) -> tuple[Tensor | None, ...]:
+    """The gradients of ``outputs`` with respect to ``inputs``, returned (no
+    ``.grad`` is touched)."""
+    outs = _as_tuple(outputs)
+    single = isinstance(inputs, Tensor)
+    ins = _as_tuple(inputs)
+    if not ins:
+        raise RuntimeError("grad requires non-empty inputs.")
+    grads = _as_tuple(grad_outputs) if grad_outputs is not None else (None,) * len(outs)
+    roots = _roots(outs, grads, "grad")
+    if retain_graph is None:
+        retain_graph = create_graph
+    if allow_unused is None:
+        allow_unused = materialize_grads
+    targets: dict[Any, Any] = {}
+    keys = []
+    for t in ins:
+        e = _input_edge(t, "grad")
+        targets[e] = t
+        keys.append(e)
+    found = _run(roots, retain_graph, create_graph, targets, accumulate=False)
+    result = []
+    for i, (t, k) in enumerate(zip(ins, keys)):
+        g = found.get(k)
+        if g is None:
+            if materialize_grads:
+                g = C.zeros_like(t)
+            elif not allow_unused:
+                raise RuntimeError(
+                    f"One of the differentiated Tensors (input {i}, {_type_name(t)}) appears to "
+                    "not have been used in the graph. Set allow_unused=True if this is the "
+                    "desired behavior."
+                )
+        result.append(g)
+    return tuple(result) if not single else (result[0],)
+
+
+def _input_edge(t: Any, what: str) -> Any:
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{what}(): inputs must be Tensors, got {type(t).__name__}")
+    e = edge(t)
+    if e is None:
+        raise RuntimeError(f"{what}(): one of the inputs ({_type_name(t)}) does not require grad")
+    return e
+
+
+def _roots(outs: Sequence[Any], grads: Sequence[Any], what: str) -> list[tuple[Any, Tensor]]:
+    if len(grads) != len(outs):
+        raise RuntimeError(f"{what}(): got {len(grads)} gradients for {len(outs)} outputs")
+    roots = []
+    for i, (t, g) in enumerate(zip(outs, grads)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{what}(): expected Tensors as outputs, got {type(t).__name__}")
+        e = edge(t)
+        if e is None:
+            raise RuntimeError(
+                f"element {i} of tensors does not require grad and does not have a grad_fn "
+                f"({_type_name(t)}); call .requires_grad_() on a leaf it depends on, and "
+                "don't compute it under no_grad()"
+            )
+        if g is None:
+            if t.numel() != 1:
+                raise RuntimeError(
+                    f"grad can be implicitly created only for scalar outputs; the output "
+                    f"{_type_name(t)} has {t.numel()} elements: pass gradient= (a tensor of "
+                    "its shape), or reduce it first (e.g. .sum())"
+                )
+            g = C.ones_like(t)
+        else:
+            if not isinstance(g, Tensor):
+                g = C.as_tensor_on(g, t._device, t._dtype)
+            if g._shape != t._shape:
+                raise RuntimeError(
+                    f"Mismatch in shape: grad_output[{i}] has a shape of {tuple(g._shape)} and "
+                    f"output[{i}] has a shape of {tuple(t._shape)}."
+                )
+            if g._device is not t._device:
+                raise RuntimeError(
+                    f"{what}(): grad_output[{i}] is on {g._device} but output[{i}] is on {t._device}"
+                )
+        roots.append((e, g))
+    return roots
+
+
+def _run(roots: list[tuple[Any, Tensor]], retain_graph: bool, create_graph: bool,
+         targets: dict[Any, Any] | None, accumulate: bool) -> dict[Any, Tensor]:
+    # 1. the reachable graph, and how many edges lead into each node
+    deps: dict[Node, int] = {}
+    stack: list[Node] = []
+    for (node, _), _g in roots:
+        if node not in deps:
+            deps[node] = 0
+            stack.append(node)
+    while stack:
+        node = stack.pop()
+        for e in node.next_functions:
+            if e is None:
+                continue
+            nxt = e[0]
+            n = deps.get(nxt)
+            if n is None:
+                deps[nxt] = 1
+                stack.append(nxt)
+            else:
+                deps[nxt] = n + 1
+    # 2. with explicit inputs, run only the nodes that lead to one of them
+    needed: set[Node] | None = None
+    target_nodes: dict[Node, list[int]] = {}
+    if targets is not None:
+        for (node, nr) in targets:
+            target_nodes.setdefault(node, []).append(nr)
+        needed = _needed(deps, [node for (node, _), _g in roots], target_nodes)
+    # 3. run
+    buffers: dict[Node, list[Any]] = {}
+    for (node, nr), g in roots:
+        _add_to_buffer(buffers, node, nr, g)
+    user_storages = {id(g._storage) for _, g in roots}
+    handed: set[int] = set()
+    found: dict[Any, Tensor] = {}
+    ready = [node for node, n in deps.items() if n == 0]
+    prev = _state.enabled
+    _state.enabled = bool(create_graph)
+    try:
+        while ready:
+            node = ready.pop()
+            grads = buffers.pop(node, None)
+            if grads is not None and node._pre_hooks:
+                grads = _run_pre_hooks(node, grads)
+            if grads is not None and node._retain:
+                _retain(node, grads, create_graph, user_storages, handed)
+            if node in target_nodes and grads is not None:
+                for nr in target_nodes[node]:
+                    g = grads[nr] if nr < len(grads) else None
+                    if g is not None:
+                        found[(node, nr)] = g
+                        if targets is not None and accumulate and not isinstance(node, AccumulateGrad):
+                            _accumulate_into(targets[(node, nr)], g, create_graph, user_storages, handed)
+            run_it = grads is not None and (needed is None or node in needed)
+            if type(node) is AccumulateGrad:
+                if run_it and accumulate and (targets is None or node in target_nodes):
+                    _accumulate_leaf(node, grads[0], create_graph, user_storages, handed)
+                continue
+            in_grads = _apply(node, grads) if run_it else ()
+            if not retain_graph:
+                node.release()
+            nexts = node.next_functions
+            for i, e in enumerate(nexts):
+                if e is None:
+                    continue
+                nxt = e[0]
+                if i < len(in_grads):
+                    g = in_grads[i]
+                    if g is not None:
+                        _add_to_buffer(buffers, nxt, e[1], g)
+                n = deps[nxt] - 1
+                deps[nxt] = n
+                if n == 0:
+                    ready.append(nxt)
+    finally:
+        _state.enabled = prev
+    return found
+
+
+def _needed(deps: dict[Node, int], roots: list[Node],
+            target_nodes: dict[Node, list[int]]) -> set[Node]:
+    """Nodes from which some target can be reached (targets included): a
+    topological order by the same counting, walked backwards."""
+    left = dict(deps)
+    topo: list[Node] = []
+    ready = [n for n in dict.fromkeys(roots) if left[n] == 0]
+    while ready:
+        node = ready.pop()
+        topo.append(node)
+        for e in node.next_functions:
+            if e is not None:
+                nxt = e[0]
+                left[nxt] -= 1
+                if left[nxt] == 0:
+                    ready.append(nxt)
+    needed = set(target_nodes)
+    for node in reversed(topo):
+        if node not in needed:
+            for e in node.next_functions:
+                if e is not None and e[0] in needed:
+                    needed.add(node)
+                    break
+    return needed
+
+
+def _add_to_buffer(buffers: dict[Node, list[Any]], node: Node, nr: int, g: Tensor) -> None:
+    buf = buffers.get(node)
+    if buf is None:
+        buf = buffers[node] = [None] * (nr + 1 if nr else 1)
+    elif len(buf) <= nr:
+        buf.extend([None] * (nr + 1 - len(buf)))
+    old = buf[nr]
+    buf[nr] = g if old is None else E.add(old, g)
+
+
+def _run_pre_hooks(node: Node, grads: list[Any]) -> list[Any]:
+    for nr, fn in list(node._pre_hooks):
+        if nr == -1:
+            res = fn(tuple(grads))
+            if res is not None:
+                grads = list(res)
+        elif nr < len(grads) and grads[nr] is not None:
+            res = fn(grads[nr])
+            if res is not None:
+                grads[nr] = res
+    return grads
+
+
+def _apply(node: Node, grads: list[Any]) -> tuple[Any, ...]:
+    """Run ``node``'s rule and fit each gradient to its input (undo broadcasting,
+    match the input's dtype)."""
+    res = node.rule(node, *grads) if node.multi else node.rule(node, grads[0])
+    if type(res) is not tuple:
+        res = (res,)
+    out = []
+    for r, info, e in zip(res, node._in, node.next_functions):
+        if r is None or e is None:
+            out.append(None)
+            continue
+        shape, dt = info[0], info[1]
+        if r._shape != shape:
+            r = sum_to(r, shape)
+        if r._dtype is not dt:
+            r = C.to(r, dt)
+        out.append(r)
+    return tuple(out)
+
+
+def sum_to(g: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """Undo broadcasting: sum ``g`` down to ``shape``."""
+    gs = g._shape
+    if gs == shape:
+        return g
+    lead = len(gs) - len(shape)
+    if lead < 0:  # the input had extra leading 1s (x[i] = v with v of shape (1, n))
+        return V.reshape(g, shape)
+    axes = tuple(range(lead)) + tuple(
+        i + lead for i, n in enumerate(shape) if n == 1 and gs[i + lead] != 1)
+    r = R.sum(g, axes, keepdim=True) if axes else g
+    return V.reshape(r, shape) if r._shape != shape else r
+
+
+def _owned(g: Tensor, user: set[int], handed: set[int]) -> Tensor:
+    """``g`` itself when nothing else can see its memory, else a copy: a stored
+    ``.grad`` must never share memory with another grad or the caller's tensors."""
+    sid = id(g._storage)
+    if sid in user or sid in handed or not g.is_contiguous() or g._base is not None:
+        g = C.clone(g) if _state.enabled else contiguous_copy(g)
+        sid = id(g._storage)
+    handed.add(sid)
+    return g
+
+
+def contiguous_copy(g: Tensor) -> Tensor:
+    c = contiguous(g)
+    return c if c is not g else C.clone(g)
+
+
+def _store(m: Meta, g: Tensor, create_graph: bool, user: set[int], handed: set[int]) -> None:
+    old = m.grad
+    if old is None:
+        g = _owned(g, user, handed)
+        m.grad = g if create_graph else _detached(g)
+    elif create_graph or old._ag is not None:
+        m.grad = E.add(old, g)
+    else:
+        E.add_.raw(old, g)
+
+
+def _detached(g: Tensor) -> Tensor:
+    return g if g._ag is None else alias(g)
+
+
+def _accumulate_leaf(node: AccumulateGrad, g: Tensor, create_graph: bool,
+                     user: set[int], handed: set[int]) -> None:
+    var = node.variable
+    m = var._ag
+    if m is None or not m.requires_grad:
+        return
+    if m.hooks:
+        for _, fn in list(m.hooks):
+            res = fn(g)
+            if res is not None:
+                g = res
+    if g._dtype is not var._dtype:
+        g = C.to(g, var._dtype)
+    _store(m, g, create_graph, user, handed)
+
+
+def _accumulate_into(t: Tensor, g: Tensor, create_graph: bool, user: set[int], handed: set[int]) -> None:
+    """``backward(inputs=[non_leaf])`` adds to that tensor's ``.grad``."""
+    m = t._ag
+    if m is not None:
+        _store(m, g, create_graph, user, handed)
+
+
+def _retain(node: Node, grads: list[Any], create_graph: bool, user: set[int], handed: set[int]) -> None:
+    for nr, ref in list(node._retain.items()):
+        m = ref()
+        if m is None or nr >= len(grads) or grads[nr] is None:
+            continue
+        _store(m, grads[nr], create_graph, user, handed)
+
+
+# re-exported for rules and Function
+__all__ = ["backward", "grad", "sum_to", "D"]
