@@ -71,6 +71,9 @@ def format_tensor(t: Any) -> str:
     dev = t.device
     if not (dev.type == "cpu" and dev.index == 0):
         extras.insert(0, f"device='{dev}'")
+    m = t._ag
+    if m is not None and m.requires_grad:
+        extras.append(f"grad_fn=<{m.grad_fn.name()}>" if m.grad_fn is not None else "requires_grad=True")
     if extras:
         return f"{prefix}{body}, " + ", ".join(extras) + ")"
     return f"{prefix}{body})"

@@ -97,7 +97,7 @@ class Node:
         if s is None:
             raise RuntimeError(FREED)
         for t, v in zip(s, self._versions):
-            if t is not None and t._storage.version != v:
+            if v is not None and t._storage.version != v:
                 raise _modified(t, v, self)
         return s
 
@@ -271,7 +271,7 @@ def attach(name: str, out: Tensor, inputs: tuple[Any, ...], edges: tuple[Any, ..
     save = cls.save
     if save:
         saved = [None] * len(inputs)
-        versions = [0] * len(inputs)
+        versions: list[int | None] = [None] * len(inputs)
         for i in save:
             t = inputs[i]
             saved[i] = t
