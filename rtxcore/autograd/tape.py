@@ -261,6 +261,48 @@ def record(name: str, inputs: tuple[Any, ...], args: tuple[Any, ...],
     return result
 
 
+def _edge1(t: Any) -> Any:
+    """``edge(t)`` for any argument, inlined for the usual non-leaf case."""
+    m = getattr(t, "_ag", None)
+    if m is None or not m.requires_grad:
+        return None
+    fn = m.grad_fn
+    return (fn, m.output_nr) if fn is not None else edge(t)
+
+
+def _record1(name: str, fn: Callable[..., Any], x: Tensor, args: tuple[Any, ...],
+             kwargs: dict[str, Any]) -> Any:
+    """``record`` for one-input ops: the same steps, without the generic loops."""
+    e = _edge1(x)
+    if e is None:
+        return fn(x, *args, **kwargs)
+    _state.enabled = False
+    try:
+        out = fn(x, *args, **kwargs)
+    finally:
+        _state.enabled = True
+    if out._dtype.kind != "f" or out._ag is not None or out is x:
+        return out
+    attach(name, out, (x,), (e,), args, kwargs)
+    return out
+
+
+def _record2(name: str, fn: Callable[..., Any], x: Any, y: Any, args: tuple[Any, ...],
+             kwargs: dict[str, Any]) -> Any:
+    ex, ey = _edge1(x), _edge1(y)
+    if ex is None and ey is None:
+        return fn(x, y, *args, **kwargs)
+    _state.enabled = False
+    try:
+        out = fn(x, y, *args, **kwargs)
+    finally:
+        _state.enabled = True
+    if out._dtype.kind != "f" or out._ag is not None or out is x or out is y:
+        return out
+    attach(name, out, (x, y), (ex, ey), args, kwargs)
+    return out
+
+
 def attach(name: str, out: Tensor, inputs: tuple[Any, ...], edges: tuple[Any, ...],
            args: tuple[Any, ...], kwargs: dict[str, Any]) -> Node:
     cls = NODES[name]
@@ -295,7 +337,15 @@ def attach(name: str, out: Tensor, inputs: tuple[Any, ...], edges: tuple[Any, ..
     node.extra = None
     if out._base is not None and out._storage is not inputs[0]._storage:
         out._base = None  # a fresh result that went through an internal view
-    out._ag = Meta(node, 0)
+    m = _new(Meta)  # Meta(node, 0), without the call
+    m.grad_fn = node
+    m.output_nr = 0
+    m.requires_grad = True
+    m.grad = None
+    m.retains_grad = False
+    m.hooks = None
+    m.acc = None
+    out._ag = m
     return node
 
 
@@ -316,13 +366,13 @@ def differentiable(name: str, inputs: int | str | tuple[int, ...] = 1,
             def op(x: Any, *args: Any, **kwargs: Any) -> Any:
                 if getattr(x, "_ag", None) is None or not _state.enabled:
                     return fn(x, *args, **kwargs)
-                return record(name, (x,), args, kwargs, lambda: fn(x, *args, **kwargs))
+                return _record1(name, fn, x, args, kwargs)
         elif inputs == 2 and output is None:
             def op(x: Any, y: Any, *args: Any, **kwargs: Any) -> Any:
                 if (getattr(x, "_ag", None) is None and getattr(y, "_ag", None) is None) \
                         or not _state.enabled:
                     return fn(x, y, *args, **kwargs)
-                return record(name, (x, y), args, kwargs, lambda: fn(x, y, *args, **kwargs))
+                return _record2(name, fn, x, y, args, kwargs)
         elif inputs == "seq":
             def op(tensors: Any, *args: Any, **kwargs: Any) -> Any:
                 if not _state.enabled or not isinstance(tensors, (list, tuple)) or \

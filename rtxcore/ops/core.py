@@ -4,12 +4,8 @@ elementwise / reduction drivers every op goes through.
 A front-end checks devices, promotes dtypes, broadcasts, allocates the output,
 looks the kernel up in the device's table (one dict lookup) and calls it.
 
-Where kernels are called, for autograd to record at: the drivers here (``unary``,
-``binary``, ``where``, ``reduce``, ``cast``, ``contiguous``), ``matmul``
-(ops/linalg.py), the indexing and joining front-ends (ops/indexing.py:
-``getitem``, ``setitem``, ``gather``, ``scatter*``, ``masked_*``, ``cat``,
-``sort``), ``clone`` (ops/creation.py) and the backend overrides of composites;
-views are made by ``as_view`` (``detach`` too, which must not record).
+Nothing here records for autograd: the public front-ends that call these drivers
+are marked ``@differentiable`` (rtxcore/autograd/tape.py) and record there.
 """
 
 from __future__ import annotations
