@@ -171,11 +171,24 @@ class Tensor:
     def __reduce_ex__(self, protocol: int) -> Any:
         from .ops.creation import _rebuild
 
-        return (_rebuild, (self.numpy() if self.is_cpu else self.cpu().numpy(), str(self._device)))
+        d = self.detach()
+        return (_rebuild, (d.numpy() if self.is_cpu else d.cpu().numpy(), str(self._device),
+                           self.requires_grad))
 
     def __deepcopy__(self, memo: dict[int, Any]) -> "Tensor":
-        out = self.clone()
+        """A copy with its own memory; a leaf stays a leaf (requires_grad and .grad
+        copied), as in PyTorch, which refuses to deep-copy non-leaves too."""
+        if not self.is_leaf:
+            raise RuntimeError(
+                "Only Tensors created explicitly by the user (graph leaves) support the "
+                "deepcopy protocol at the moment; use .detach().clone() for a non-leaf"
+            )
+        out = self.detach().clone()
         memo[id(self)] = out
+        if self.requires_grad:
+            out.requires_grad_()
+        if self.grad is not None:
+            out.grad = self.grad.__deepcopy__(memo)
         return out
 
     def __copy__(self) -> "Tensor":

@@ -13,6 +13,9 @@ from typing import Any
 
 from .grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled,
                         no_grad, set_grad_enabled)
+# eager: the submodule is named like the function, so once imported (e.g. for
+# GradcheckError) it would shadow a lazily bound ``gradcheck``
+from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 
 _LAZY = {
     "backward": ("engine", "backward"),
@@ -20,15 +23,12 @@ _LAZY = {
     "Function": ("function", "Function"),
     "FunctionCtx": ("function", "FunctionCtx"),
     "once_differentiable": ("function", "once_differentiable"),
-    "gradcheck": ("gradcheck", "gradcheck"),
-    "gradgradcheck": ("gradcheck", "gradgradcheck"),
-    "GradcheckError": ("gradcheck", "GradcheckError"),
     "to_dot": ("graph", "to_dot"),
     "render": ("graph", "render"),
 }
 
 __all__ = ["no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled",
-           "is_inference_mode_enabled", *_LAZY]
+           "is_inference_mode_enabled", "gradcheck", "gradgradcheck", "GradcheckError", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

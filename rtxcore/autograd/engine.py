@@ -179,34 +179,40 @@ def _run(roots: list[tuple[Any, Tensor]], retain_graph: bool, create_graph: bool
         while ready:
             node = ready.pop()
             grads = buffers.pop(node, None)
-            if grads is not None and node._pre_hooks:
-                grads = _run_pre_hooks(node, grads)
-            if grads is not None and node._retain:
-                _retain(node, grads, create_graph, user_storages, handed)
-            if node in target_nodes and grads is not None:
-                for nr in target_nodes[node]:
-                    g = grads[nr] if nr < len(grads) else None
-                    if g is not None:
-                        found[(node, nr)] = g
-                        if targets is not None and accumulate and not isinstance(node, AccumulateGrad):
-                            _accumulate_into(targets[(node, nr)], g, create_graph, user_storages, handed)
-            run_it = grads is not None and (needed is None or node in needed)
+            if grads is not None:
+                if node._pre_hooks:
+                    grads = _run_pre_hooks(node, grads)
+                if node._retain:
+                    _retain(node, grads, create_graph, user_storages, handed)
+                if target_nodes and node in target_nodes:
+                    for nr in target_nodes[node]:
+                        g = grads[nr] if nr < len(grads) else None
+                        if g is not None:
+                            found[(node, nr)] = g
+                            if accumulate and type(node) is not AccumulateGrad:
+                                _accumulate_into(targets[(node, nr)], g, create_graph, user_storages, handed)
             if type(node) is AccumulateGrad:
-                if run_it and accumulate and (targets is None or node in target_nodes):
+                if grads is not None and accumulate and (targets is None or node in target_nodes):
                     _accumulate_leaf(node, grads[0], create_graph, user_storages, handed)
                 continue
-            in_grads = _apply(node, grads) if run_it else ()
+            if grads is not None and (needed is None or node in needed):
+                in_grads = _apply(node, grads)
+            else:
+                in_grads = _NONES
             if not retain_graph:
                 node.release()
-            nexts = node.next_functions
-            for i, e in enumerate(nexts):
+            for e, g in zip(node.next_functions, in_grads) if in_grads is not _NONES else \
+                    ((e, None) for e in node.next_functions):
                 if e is None:
                     continue
                 nxt = e[0]
-                if i < len(in_grads):
-                    g = in_grads[i]
-                    if g is not None:
-                        _add_to_buffer(buffers, nxt, e[1], g)
+                if g is not None:
+                    nr = e[1]
+                    buf = buffers.get(nxt)
+                    if buf is None and nr == 0:
+                        buffers[nxt] = [g]
+                    else:
+                        _add_to_buffer(buffers, nxt, nr, g)
                 n = deps[nxt] - 1
                 deps[nxt] = n
                 if n == 0:
@@ -214,6 +220,9 @@ def _run(roots: list[tuple[Any, Tensor]], retain_graph: bool, create_graph: bool
     finally:
         _state.enabled = prev
     return found
+
+
+_NONES = ()
 
 
 def _needed(deps: dict[Node, int], roots: list[Node],
@@ -282,6 +291,9 @@ def _apply(node: Node, grads: list[Any]) -> tuple[Any, ...]:
         if r._dtype is not dt:
             r = C.to(r, dt)
         out.append(r)
+    n = len(node.next_functions)
+    if len(out) < n:  # a rule may leave trailing inputs out
+        out.extend([None] * (n - len(out)))
     return tuple(out)
 
 

@@ -72,6 +72,9 @@ class FunctionCtx(Node):
     @staticmethod
     def rule(ctx: Node, *grads: Any) -> Any:
         c: FunctionCtx = ctx  # type: ignore[assignment]
+        # the engine's buffer ends at the last output that got a gradient: one
+        # gradient (or None) per output all the same
+        grads = grads + (None,) * (len(c._out_info) - len(grads))
         if getattr(c, "_materialize", True):
             grads = tuple(
                 g if g is not None else _zeros(info) for g, info in zip(grads, c._out_info)

@@ -55,14 +55,23 @@ class _Mode:
         return wrapper
 
 
-class no_grad(_Mode):
+class _BareDecorator(_Mode):
+    """Also usable bare, as in PyTorch: ``@no_grad`` as well as ``@no_grad()``."""
+
+    def __new__(cls, orig_func: Callable[..., Any] | None = None) -> Any:
+        if orig_func is None:
+            return super().__new__(cls)
+        return cls()(orig_func)
+
+
+class no_grad(_BareDecorator):
     """Ops inside record nothing: their results do not require grad."""
 
     def _apply(self) -> None:
         _state.enabled = False
 
 
-class enable_grad(_Mode):
+class enable_grad(_BareDecorator):
     """Turn recording back on inside a ``no_grad`` block."""
 
     def _apply(self) -> None:
@@ -85,11 +94,22 @@ class set_grad_enabled(_Mode):
     def __enter__(self) -> None:
         self._apply()  # the state to restore was saved when called
 
+    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        # as a decorator the mode applies inside ``fn`` only: undo the switch made
+        # when called
+        _state.enabled, _state.inference = self._prev
+        return super().__call__(fn)
+
 
 class inference_mode(_Mode):
     """``no_grad`` for pure inference. rtxcore has no separate inference tensors,
     so inside it nothing records, as under ``no_grad``; ``inference_mode(False)``
     leaves the surrounding mode as it is."""
+
+    def __new__(cls, mode: Any = True) -> Any:
+        if isinstance(mode, bool):
+            return super().__new__(cls)
+        return cls()(mode)  # bare ``@inference_mode``
 
     def __init__(self, mode: bool = True) -> None:
         self._on = bool(mode)

@@ -721,11 +721,28 @@ def copy_slices(base: Tensor, view: Tensor, fn: Node) -> None:
     cs._in = ((base._shape, base._dtype, base._device),) + tuple(fn._in[1:])
     _init(cs, (pos, fn))
     base._ag = Meta(cs, 0)
+    _as_view_of(base, view, pos, (cs, 0))
+
+
+def _as_view_of(base: Tensor, view: Tensor, pos: Tensor, base_edge: Any) -> None:
     v = _new(AsStridedBackward)
-    v.next_functions = ((cs, 0),)
+    v.next_functions = (base_edge,)
     v._in = ((base._shape, base._dtype, base._device),)
     _init(v, pos)
-    view._ag = Meta(v, 0)
+    m = Meta(v, 0)
+    m.view_version = view._storage.version
+    view._ag = m
+
+
+def view_of_base(base: Tensor, view: Tensor) -> None:
+    """Give ``view`` a fresh history: a view of ``base``'s current one."""
+    if not base.is_contiguous():
+        raise RuntimeError(
+            "a view whose base (not contiguous) was changed in place can't be used with "
+            "autograd; clone() the base first"
+        )
+    pos = _no_grad(lambda: _view_positions(base, view))
+    _as_view_of(base, view, pos, edge(base))
 
 
 def _view_positions(base: Tensor, view: Tensor) -> Tensor:

@@ -45,7 +45,7 @@ class Meta:
     any graph, which is what keeps ops on such tensors fast."""
 
     __slots__ = ("grad_fn", "output_nr", "requires_grad", "grad", "retains_grad",
-                 "hooks", "acc", "__weakref__")
+                 "hooks", "acc", "view_version", "__weakref__")
 
     def __init__(self, grad_fn: Node | None = None, output_nr: int = 0,
                  requires_grad: bool = True) -> None:
@@ -56,6 +56,10 @@ class Meta:
         self.retains_grad = False
         self.hooks: list[Any] | None = None  # a leaf's tensor hooks
         self.acc: Any = None  # weakref to a leaf's AccumulateGrad node
+        # a view's storage version when its grad_fn was set: if the memory has
+        # been written since (through its base or another view), the grad_fn is
+        # rebuilt from the base's history on next use
+        self.view_version: int | None = None
 
 
 def requires_grad(t: Any) -> bool:
@@ -224,6 +228,8 @@ def edge(t: Tensor) -> tuple[Node, int] | None:
         return None
     fn = m.grad_fn
     if fn is not None:
+        if m.view_version is not None and m.view_version != t._storage.version:
+            return _refresh_view(t)
         return (fn, m.output_nr)
     acc = m.acc() if m.acc is not None else None
     if acc is None:
@@ -267,7 +273,22 @@ def _edge1(t: Any) -> Any:
     if m is None or not m.requires_grad:
         return None
     fn = m.grad_fn
-    return (fn, m.output_nr) if fn is not None else edge(t)
+    if fn is None or m.view_version is not None:
+        return edge(t)
+    return (fn, m.output_nr)
+
+
+def _refresh_view(t: Tensor) -> tuple[Node, int]:
+    """A view whose memory was written in place since its grad_fn was set: its
+    history now is a view of its base's (PyTorch rebuilds it the same way)."""
+    base = t._base
+    if base is None or not requires_grad(base) or base._ag.grad_fn is None:
+        t._ag.view_version = t._storage.version
+        return (t._ag.grad_fn, t._ag.output_nr)
+    from .rules import view_of_base
+
+    view_of_base(base, t)
+    return (t._ag.grad_fn, 0)
 
 
 def _record1(name: str, fn: Callable[..., Any], x: Tensor, args: tuple[Any, ...],
@@ -345,6 +366,7 @@ def attach(name: str, out: Tensor, inputs: tuple[Any, ...], edges: tuple[Any, ..
     m.retains_grad = False
     m.hooks = None
     m.acc = None
+    m.view_version = out._storage.version if out._base is not None else None
     out._ag = m
     return node
 

@@ -147,8 +147,8 @@ def _cstrides_for(shape: tuple[int, ...]) -> tuple[int, ...]:
     return cstrides(tuple(shape))
 
 
-def _rebuild(arr: np.ndarray, device: str) -> Tensor:
-    return tensor(arr, device=device)
+def _rebuild(arr: np.ndarray, device: str, requires_grad: bool = False) -> Tensor:
+    return tensor(arr, device=device, requires_grad=requires_grad)
 
 
 # -- filled ------------------------------------------------------------------------
@@ -411,6 +411,10 @@ def _host(x: Tensor) -> np.ndarray:
 def numpy(x: Tensor, *, force: bool = False) -> np.ndarray:
     """On cpu, an array sharing the tensor's memory; on other devices, a copy
     (``to_host`` returns new memory there, by contract)."""
+    if x._ag is not None and x._ag.requires_grad and not force:
+        raise RuntimeError(
+            "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead."
+        )
     arr = _host(x)
     return arr.copy() if force and x._device.backend.shares_host_memory else arr
 

@@ -12,7 +12,7 @@ def to_numpy(x: Any) -> np.ndarray:
     from ..tensor import Tensor
 
     if isinstance(x, Tensor):
-        return np.array(x.cpu().numpy(), copy=True)
+        return np.array(x.detach().cpu().numpy(), copy=True)
     return np.asarray(x)
 
 
