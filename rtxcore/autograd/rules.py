@@ -238,7 +238,7 @@ def _pow(ctx: Node, g: Tensor) -> Any:
         if isinstance(y, Tensor):
             d = _where(E.eq(y, 0), 0.0, d)
         elif y == 0:
-            d = E.mul(d, 0.0)
+            d = _zeros(g)  # not d * 0: d is already nan at x == 0
         gx = E.mul(g, d)
     if ny:
         out = ctx.output
