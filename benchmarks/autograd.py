@@ -150,34 +150,34 @@ def _chain_torch(n: int):
     return x, forward
 
 
-def _time_chain(make, n: int, rounds: int) -> tuple[float, float]:
-    """Median (forward per op, backward per node) over rounds."""
-    x, forward = make(n)
-    fw, bw = [], []
+def _one_chain(x, forward, n: int) -> tuple[float, float]:
+    gc.collect()
+    x.grad = None
+    t0 = time.perf_counter()
+    y = forward()
+    t1 = time.perf_counter()
+    y.backward()
+    t2 = time.perf_counter()
+    return (t1 - t0) / n, (t2 - t1) / n
+
+
+def _chains(n: int, rounds: int) -> dict:
+    """Median (forward per op, backward per node) per library, rounds interleaved."""
+    libs = {"rtxcore": _chain_rtx(n)}
+    if torch is not None:
+        libs["pytorch"] = _chain_torch(n)
+    samples: dict = {k: ([], []) for k in libs}
     for _ in range(rounds):
-        gc.collect()
-        x.grad = None
-        t0 = time.perf_counter()
-        y = forward()
-        t1 = time.perf_counter()
-        y.backward()
-        t2 = time.perf_counter()
-        fw.append((t1 - t0) / n)
-        bw.append((t2 - t1) / n)
-        del y
-    return statistics.median(fw), statistics.median(bw)
+        for k, (x, forward) in libs.items():
+            f, b = _one_chain(x, forward, n)
+            samples[k][0].append(f)
+            samples[k][1].append(b)
+    return {k: (statistics.median(f), statistics.median(b)) for k, (f, b) in samples.items()}
 
 
 def chain() -> None:
     n = 2000 if ARGS.quick else 10000
-    rounds = 3 if ARGS.quick else ARGS.rounds
-    libs = {"rtxcore": _chain_rtx}
-    if torch is not None:
-        libs["pytorch"] = _chain_torch
-    res = {}
-    for _ in range(1):  # interleave libraries per round
-        for k, make in libs.items():
-            res[k] = _time_chain(make, n, rounds)
+    res = _chains(n, 3 if ARGS.quick else ARGS.rounds)
     rows = [[k, fmt_us(f), fmt_us(b)] for k, (f, b) in res.items()]
     if torch is not None:
         (rf, rb), (pf, pb) = res["rtxcore"], res["pytorch"]
@@ -189,11 +189,11 @@ def scaling() -> None:
     sizes = [1000, 10000] if ARGS.quick else [1000, 10000, 100000]
     rows = []
     for n in sizes:
-        rounds = 3 if n >= 100000 else ARGS.rounds
-        _, rb = _time_chain(_chain_rtx, n, rounds)
+        res = _chains(n, 3 if n >= 100000 else ARGS.rounds)
+        rb = res["rtxcore"][1]
         row = [f"{n:,}", fmt_us(rb)]
         if torch is not None:
-            _, pb = _time_chain(_chain_torch, n, rounds)
+            pb = res["pytorch"][1]
             row += [fmt_us(pb), f"{rb / pb:.2f}x"]
         rows.append(row)
     header = ["nodes", "rtxcore backward/node"] + (["pytorch backward/node", "ratio"] if torch is not None else [])

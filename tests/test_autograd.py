@@ -7,7 +7,6 @@ The per-op backward rules are checked in test_autograd_ops.py."""
 from __future__ import annotations
 
 import gc
-import shutil
 import subprocess
 import sys
 import types

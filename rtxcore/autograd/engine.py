@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from .. import dtype as D
 from ..ops import creation as C
 from ..ops import elementwise as E
 from ..ops import reduction as R
 from ..ops import views as V
-from ..ops.core import contiguous
+from ..ops.core import contiguous, empty, kernel, scalar_for
 from ..tensor import Tensor
 from .grad_mode import _state
 from .tape import AccumulateGrad, Meta, Node, _type_name, alias, edge
@@ -120,7 +119,7 @@ def _roots(outs: Sequence[Any], grads: Sequence[Any], what: str) -> list[tuple[A
                     f"{_type_name(t)} has {t.numel()} elements: pass gradient= (a tensor of "
                     "its shape), or reduce it first (e.g. .sum())"
                 )
-            g = C.ones_like(t)
+            g = _ones_like(t)
         else:
             if not isinstance(g, Tensor):
                 g = C.as_tensor_on(g, t._device, t._dtype)
@@ -135,6 +134,13 @@ def _roots(outs: Sequence[Any], grads: Sequence[Any], what: str) -> list[tuple[A
                 )
         roots.append((e, g))
     return roots
+
+
+def _ones_like(t: Tensor) -> Tensor:
+    """The implicit gradient of a scalar output."""
+    g = empty(t._shape, t._dtype, t._device)
+    kernel(t._device, "full")(g._h, scalar_for(1, t._dtype))
+    return g
 
 
 def _run(roots: list[tuple[Any, Tensor]], retain_graph: bool, create_graph: bool,
@@ -372,6 +378,3 @@ def _retain(node: Node, grads: list[Any], create_graph: bool, user: set[int], ha
             continue
         _store(m, grads[nr], create_graph, user, handed)
 
-
-# re-exported for rules and Function
-__all__ = ["backward", "grad", "sum_to", "D"]

@@ -5,7 +5,6 @@ Python package and Graphviz's ``dot`` program)."""
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from ..tensor import Tensor
 from .tape import AccumulateGrad, Node

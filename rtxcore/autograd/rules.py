@@ -19,14 +19,13 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
-from .. import dtype as D
 from ..ops import creation as C
 from ..ops import elementwise as E
 from ..ops import indexing as I
 from ..ops import linalg as L
 from ..ops import reduction as R
 from ..ops import views as V
-from ..ops.core import make
+from ..ops.core import as_view, make
 from ..shape import ints_arg, normalize_dim, normalize_dims, prod
 from ..tensor import Tensor
 from .grad_mode import _state
@@ -58,6 +57,11 @@ def arg(ctx: Node, i: int, name: str, default: Any = None) -> Any:
         return a[i]
     kw = ctx.kwargs
     return kw.get(name, default) if kw else default
+
+
+def _needs(ctx: Node) -> tuple[bool, ...]:
+    """Which inputs want a gradient (``ctx.needs_input_grad``, without the property)."""
+    return tuple([e is not None for e in ctx.next_functions])
 
 
 def in_shape(ctx: Node, i: int = 0) -> tuple[int, ...]:
@@ -212,7 +216,7 @@ def _sub(ctx: Node, g: Tensor) -> Any:
 @rule("mul", save=(0, 1))
 def _mul(ctx: Node, g: Tensor) -> Any:
     x, y = ctx.saved
-    nx, ny = ctx.needs_input_grad
+    nx, ny = _needs(ctx)
     return (E.mul(g, y) if nx else None), (E.mul(g, x) if ny else None)
 
 
@@ -221,7 +225,7 @@ def _div(ctx: Node, g: Tensor) -> Any:
     if arg(ctx, 0, "rounding_mode") is not None:
         return _zero_rule(ctx, g)
     x, y = ctx.saved
-    nx, ny = ctx.needs_input_grad
+    nx, ny = _needs(ctx)
     gx = E.div(g, y) if nx else None
     gy = E.neg(E.div(E.mul(g, x), E.mul(y, y))) if ny else None
     return gx, gy
@@ -230,7 +234,7 @@ def _div(ctx: Node, g: Tensor) -> Any:
 @rule("pow", save=(0, 1), output=True)
 def _pow(ctx: Node, g: Tensor) -> Any:
     x, y = ctx.saved
-    nx, ny = ctx.needs_input_grad
+    nx, ny = _needs(ctx)
     gx = gy = None
     if nx:
         # y * x**(y-1), with 0 where y == 0 (0**-1 must not give inf * 0)
@@ -257,7 +261,7 @@ def _minmax_rule(ctx: Node, g: Tensor) -> Any:
     x, y = ctx.saved
     win = E.gt(x, y) if ctx.op == "maximum" else E.lt(x, y)
     w = _where(E.eq(x, y), 0.5, _where(win, 1.0, 0.0))
-    nx, ny = ctx.needs_input_grad
+    nx, ny = _needs(ctx)
     return (E.mul(g, w) if nx else None), (E.mul(g, E.sub(1.0, w)) if ny else None)
 
 
@@ -268,14 +272,14 @@ rule("minimum", save=(0, 1))(_minmax_rule)
 @rule("remainder", save=(0, 1))
 def _remainder(ctx: Node, g: Tensor) -> Any:
     x, y = ctx.saved
-    nx, ny = ctx.needs_input_grad
+    nx, ny = _needs(ctx)
     return (g if nx else None), (E.neg(E.mul(g, E.floor_divide(x, y))) if ny else None)
 
 
 @rule("where", save=(0,))
 def _where_rule(ctx: Node, g: Tensor) -> Any:
     cond = ctx.saved[0]
-    _, nx, ny = ctx.needs_input_grad
+    _, nx, ny = _needs(ctx)
     return None, (_where(cond, g, 0.0) if nx else None), (_where(cond, 0.0, g) if ny else None)
 
 
@@ -286,11 +290,28 @@ def _axes_of(ctx: Node, dim: Any) -> tuple[int, ...]:
     return normalize_dims(dim, len(in_shape(ctx)))
 
 
+def _spread(g: Tensor, shape: tuple[int, ...], axes: tuple[int, ...], keepdim: bool) -> Tensor:
+    """A reduction's gradient ``g`` broadcast back over the reduced ``axes``."""
+    if _state.enabled:  # create_graph: with recorded ops
+        return V.expand(_keep(g, shape, axes, keepdim), shape)
+    # otherwise one stride-0 view (the common loss.sum() / .mean() step)
+    gs = g._strides
+    strides, j = [], 0
+    for i in range(len(shape)):
+        if i in axes:
+            strides.append(0)
+            j += keepdim
+        else:
+            strides.append(gs[j])
+            j += 1
+    return as_view(g, shape, tuple(strides), g._offset)
+
+
 @rule("sum")
 def _sum(ctx: Node, g: Tensor) -> Any:
     shape = in_shape(ctx)
     axes = _axes_of(ctx, arg(ctx, 0, "dim"))
-    return V.expand(_keep(g, shape, axes, arg(ctx, 1, "keepdim", False)), shape)
+    return _spread(g, shape, axes, arg(ctx, 1, "keepdim", False))
 
 
 @rule("mean")
@@ -298,8 +319,7 @@ def _mean(ctx: Node, g: Tensor) -> Any:
     shape = in_shape(ctx)
     axes = _axes_of(ctx, arg(ctx, 0, "dim"))
     n = prod(shape[a] for a in axes)
-    g = _keep(g, shape, axes, arg(ctx, 1, "keepdim", False))
-    return V.expand(E.div(g, n) if n else g, shape)
+    return _spread(E.div(g, n) if n else g, shape, axes, arg(ctx, 1, "keepdim", False))
 
 
 @rule("prod", save=(0,))
@@ -382,7 +402,7 @@ def _sort(ctx: Node, g: Tensor) -> Any:
 def _var(ctx: Node, g: Tensor) -> Any:
     x = ctx.saved[0]
     shape = in_shape(ctx)
-    axes, correction, keepdim = R.var_args(x, *ctx.args, **ctx.kwargs)
+    axes, correction, keepdim = R.var_args(x, *ctx.args, **(ctx.kwargs or {}))
     n = prod(shape[a] for a in axes)
     if x._dtype is not g._dtype:
         x = C.to(x, g._dtype)
@@ -532,7 +552,7 @@ def _index_put(ctx: Node, g: Tensor) -> Any:
     # out = x with out[key] = value: x's gradient is g with the written places
     # zeroed; value's is g at those places (the engine sums it to value's shape)
     key = arg(ctx, 0, "key")
-    nx, nv = ctx.needs_input_grad
+    nx, nv = _needs(ctx)
     gx = gv = None
     if nx:
         keep = _no_grad(lambda: _written_mask(g, key))
@@ -557,7 +577,7 @@ def _gather(ctx: Node, g: Tensor) -> Any:
 @rule("scatter_add")
 def _scatter_add(ctx: Node, g: Tensor) -> Any:
     _, dim, index, _src = ctx.args[:4]
-    nx, ns = ctx.needs_input_grad
+    nx, ns = _needs(ctx)
     gs = _fit(I.gather(g, dim, index), in_shape(ctx, 1)) if ns else None
     return (g if nx else None), gs
 
@@ -567,7 +587,7 @@ def _scatter(ctx: Node, g: Tensor) -> Any:
     if (ctx.kwargs or {}).get("reduce") == "add":
         return _scatter_add(ctx, g)
     _, dim, index = ctx.args[:3]
-    nx, ns = ctx.needs_input_grad
+    nx, ns = _needs(ctx)
     gx = I.scatter(g, dim, index, 0.0) if nx else None
     gs = _fit(I.gather(g, dim, index), in_shape(ctx, 1)) if ns else None
     return gx, gs
@@ -608,7 +628,7 @@ def _cat(ctx: Node, g: Tensor) -> Any:
 @rule("copy")
 def _copy(ctx: Node, g: Tensor) -> Any:
     # x.copy_(src): the old x gets nothing; src gets g on its own device
-    nx, ns = ctx.needs_input_grad
+    nx, ns = _needs(ctx)
     gs = None
     if ns:
         src_dev = ctx._in[1][2]
@@ -623,7 +643,7 @@ def _copy(ctx: Node, g: Tensor) -> Any:
 def _matmul(ctx: Node, g: Tensor) -> Any:
     a, b = ctx.saved
     na, nb = a.ndim, b.ndim
-    need_a, need_b = ctx.needs_input_grad
+    need_a, need_b = _needs(ctx)
     if a._dtype is not g._dtype:
         a = C.to(a, g._dtype)
     if b._dtype is not g._dtype:

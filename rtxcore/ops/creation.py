@@ -3,6 +3,7 @@ dtypes, devices and the host."""
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -13,7 +14,7 @@ from ..device import Device
 from ..random import Generator, default_generator
 from ..shape import ints_arg, prod
 from ..tensor import Storage, Tensor
-from ..autograd.tape import differentiable
+from ..autograd.tape import differentiable, parameters
 from .core import (cast, empty as _empty, from_host, kernel, make,
                    ready_device, scalar_for, view_of)
 
@@ -59,16 +60,24 @@ def _numpy_from_data(data: Any, dtype: D.DType | None) -> np.ndarray:
 
 
 def _grad_option(fn: Any) -> Any:
-    """Give a creation function PyTorch's ``requires_grad=`` keyword."""
-    import functools
-
-    @functools.wraps(fn)
-    def create(*args: Any, requires_grad: bool = False, **kwargs: Any) -> Tensor:
-        t = fn(*args, **kwargs)
-        if requires_grad:
-            t.requires_grad_()
-        return t
-
+    """Give a creation function PyTorch's ``requires_grad=`` keyword (a wrapper
+    generated with ``fn``'s own parameters, so a call costs next to nothing)."""
+    pos, star, kwonly, dstar = parameters(fn)
+    params = pos + [f"*{star}" if star else "*"] + kwonly + ["requires_grad"] + (
+        [f"**{dstar}"] if dstar else [])
+    call = pos + ([f"*{star}"] if star else []) + [f"{k}={k}" for k in kwonly] + (
+        [f"**{dstar}"] if dstar else [])
+    src = (f"def {fn.__name__}({', '.join(params)}):\n"
+           f"    t = fn({', '.join(call)})\n"
+           f"    return t.requires_grad_() if requires_grad else t\n")
+    ns: dict[str, Any] = {"fn": fn}
+    exec(compile(src, f"<creation {fn.__name__}>", "exec"), ns)  # noqa: S102
+    create = ns[fn.__name__]
+    create.__defaults__ = fn.__defaults__
+    create.__kwdefaults__ = {**(fn.__kwdefaults__ or {}), "requires_grad": False}
+    functools.update_wrapper(create, fn)
+    del create.__wrapped__  # its own signature (with requires_grad) is the true one
+    create.__annotations__ = {**fn.__annotations__, "requires_grad": "bool"}
     return create
 
 
