@@ -127,19 +127,15 @@ def tiny() -> None:
 
 
 def _chain_rtx(n: int):
-    x = rc.tensor([1.0], device=ARGS.device, requires_grad=True)
-
-    def forward():
-        y = x
-        for i in range(n):
-            y = y * 1.0000001 if i % 2 == 0 else y + 1e-7
-        return y.sum()
-
-    return x, forward
+    return _chain(rc.tensor([1.0], device=ARGS.device, requires_grad=True), n)
 
 
 def _chain_torch(n: int):
-    x = torch.tensor([1.0], requires_grad=True)
+    return _chain(torch.tensor([1.0], requires_grad=True), n)
+
+
+def _chain(x, n: int):
+    """A leaf and the forward of an ``n``-op chain from it (any library)."""
 
     def forward():
         y = x

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from ..tensor import Tensor
 from .grad_mode import _state, no_grad
-from .tape import FREED, Meta, Node, _modified, _seq, alias, edge
+from .tape import FREED, Meta, Node, _modified, alias, edge, init_node
 
 
 class FunctionCtx(Node):
@@ -156,15 +156,8 @@ class Function(metaclass=_FunctionMeta):
         if not record:
             return result
         outs = result if isinstance(result, tuple) else (result,)
+        init_node(ctx, ctx.next_functions, ctx._in, None, args, kwargs)
         ctx._saved = None
-        ctx._versions = ()
-        ctx._out = None
-        ctx.args = args
-        ctx.kwargs = kwargs
-        ctx._seq = next(_seq)
-        ctx._pre_hooks = None
-        ctx._retain = None
-        ctx.extra = None
         ctx._out_info = tuple(
             (o._shape, o._dtype, o._device) if isinstance(o, Tensor) else None for o in outs)
         final = []

@@ -29,7 +29,7 @@ from ..ops.core import as_view, make
 from ..shape import ints_arg, normalize_dim, normalize_dims, prod
 from ..tensor import Tensor
 from .grad_mode import _state
-from .tape import FREED, NODES, RAW, Meta, Node, _new, edge
+from .tape import FREED, NODES, RAW, Meta, Node, _new, edge, init_node
 
 _where = E.where
 
@@ -735,20 +735,15 @@ def copy_slices(base: Tensor, view: Tensor, fn: Node) -> None:
             "autograd; clone() the base first"
         )
     pos = _no_grad(lambda: _view_positions(base, view))
-    cs = _new(CopySlices)
-    base_edge = edge(base)
-    cs.next_functions = (base_edge,) + tuple(fn.next_functions[1:])
-    cs._in = ((base._shape, base._dtype, base._device),) + tuple(fn._in[1:])
-    _init(cs, (pos, fn))
+    cs = init_node(_new(CopySlices), (edge(base),) + tuple(fn.next_functions[1:]),
+                   ((base._shape, base._dtype, base._device),) + tuple(fn._in[1:]), (pos, fn))
     base._ag = Meta(cs, 0)
     _as_view_of(base, view, pos, (cs, 0))
 
 
 def _as_view_of(base: Tensor, view: Tensor, pos: Tensor, base_edge: Any) -> None:
-    v = _new(AsStridedBackward)
-    v.next_functions = (base_edge,)
-    v._in = ((base._shape, base._dtype, base._device),)
-    _init(v, pos)
+    v = init_node(_new(AsStridedBackward), (base_edge,),
+                  ((base._shape, base._dtype, base._device),), pos)
     m = Meta(v, 0)
     m.view_version = view._storage.version
     view._ag = m
@@ -769,17 +764,3 @@ def _view_positions(base: Tensor, view: Tensor) -> Tensor:
     idx = C.arange(base.numel(), device=base._device)
     return C.clone(make(idx._storage, view._shape, view._strides, view._offset - base._offset,
                         idx._dtype, idx._device))
-
-
-def _init(node: Node, extra: Any) -> None:
-    from .tape import _seq
-
-    node._saved = ()
-    node._versions = ()
-    node._out = None
-    node.args = ()
-    node.kwargs = None
-    node._seq = next(_seq)
-    node._pre_hooks = None
-    node._retain = None
-    node.extra = extra

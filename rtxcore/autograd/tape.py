@@ -174,17 +174,25 @@ class AccumulateGrad(Node):
 
     def __init__(self, variable: Tensor) -> None:
         self.variable = variable
-        self.next_functions = ()
-        self._saved = ()
-        self._versions = ()
-        self._out = None
-        self.args = ()
-        self.kwargs = None
-        self._in = ()
-        self._seq = next(_seq)
-        self._pre_hooks = None
-        self._retain = None
-        self.extra = None
+        init_node(self, (), ())
+
+
+def init_node(node: Node, next_functions: tuple[Any, ...], infos: tuple[Any, ...],
+              extra: Any = None, args: tuple[Any, ...] = (), kwargs: Any = None) -> Node:
+    """Fill a node made outside ``attach`` (AccumulateGrad, CopySlices, Function
+    contexts): nothing saved yet, no hooks."""
+    node.next_functions = next_functions
+    node._in = infos
+    node._saved = ()
+    node._versions = ()
+    node._out = None
+    node.args = args
+    node.kwargs = kwargs
+    node._seq = next(_seq)
+    node._pre_hooks = None
+    node._retain = None
+    node.extra = extra
+    return node
 
 
 def _type_name(t: Tensor) -> str:
