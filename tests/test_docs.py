@@ -17,6 +17,14 @@ def test_readme_example_runs():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "tensor([26., 36.])" in r.stdout  # (x.T @ x + 1).sum(0) for x = [[1, 2], [3, 4]]
+    # d/dw sum(tanh(x @ w)) = x.T @ (1 - tanh(x @ w)**2), for w = [0.5, -1]
+    import numpy as np
+
+    xn, wn = np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([0.5, -1.0])
+    expected = xn.T @ (1 - np.tanh(xn @ wn) ** 2)
+    last = r.stdout.strip().splitlines()[-1]
+    got = [float(v) for v in re.findall(r"-?\d+\.\d+(?:e[-+]\d+)?", last)]
+    assert np.allclose(got, expected, atol=1e-4), (last, expected)
 
 
 def test_demo_fits_its_line():
