@@ -217,7 +217,8 @@ def test_retain_grad(device):
     z.sum().backward()
     assert_close(y.grad, 2 * np.array([2.0, 4.0, 6.0], np.float32))
     assert_close(x.grad, 8 * np.array([1.0, 2.0, 3.0], np.float32))
-    assert z.grad is None  # not retained
+    with pytest.warns(UserWarning, match="not a leaf"):
+        assert z.grad is None  # not retained, and PyTorch's warning says so
     y2 = x * 3
     y2.retain_grad()
     x.retain_grad()  # a leaf keeps its grad anyway: no-op
@@ -225,6 +226,14 @@ def test_retain_grad(device):
     assert_close(y2.grad, np.ones(3, np.float32))
     with pytest.raises(RuntimeError, match="requires_grad=False"):
         rc.ones(2, device=device).retain_grad()
+
+
+def test_leaf_hook_runs_for_autograd_grad(device):
+    x = leaf([1.0, 2.0], device)
+    x.register_hook(lambda g: g * 10)
+    (g,) = rc.autograd.grad((x * x).sum(), x)
+    assert_close(g, np.array([20.0, 40.0], np.float32))
+    assert x.grad is None
 
 
 def test_detach_shares_memory_and_leaves_graph(device):

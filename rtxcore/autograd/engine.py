@@ -186,6 +186,8 @@ def _run(roots: list[tuple[Any, Tensor]], retain_graph: bool, create_graph: bool
             node = ready.pop()
             grads = buffers.pop(node, None)
             if grads is not None:
+                if type(node) is AccumulateGrad:
+                    grads = _leaf_hooks(node, grads)
                 if node._pre_hooks:
                     grads = _run_pre_hooks(node, grads)
                 if node._retain:
@@ -348,17 +350,26 @@ def _detached(g: Tensor) -> Tensor:
     return g if g._ag is None else alias(g)
 
 
+def _leaf_hooks(node: AccumulateGrad, grads: list[Any]) -> list[Any]:
+    """A leaf's tensor hooks see its total gradient, before it is stored or
+    returned by autograd.grad."""
+    m = node.variable._ag
+    if m is None or not m.hooks or grads[0] is None:
+        return grads
+    g = grads[0]
+    for _, fn in list(m.hooks):
+        res = fn(g)
+        if res is not None:
+            g = res
+    return [g]
+
+
 def _accumulate_leaf(node: AccumulateGrad, g: Tensor, create_graph: bool,
                      user: set[int], handed: set[int]) -> None:
     var = node.variable
     m = var._ag
     if m is None or not m.requires_grad:
         return
-    if m.hooks:
-        for _, fn in list(m.hooks):
-            res = fn(g)
-            if res is not None:
-                g = res
     if g._dtype is not var._dtype:
         g = C.to(g, var._dtype)
     _store(m, g, create_graph, user, handed)

@@ -4,6 +4,7 @@ Bound onto the class at the bottom of tensor.py."""
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from typing import Any, Callable
 
@@ -65,7 +66,15 @@ is_leaf = property(_is_leaf, doc="True for tensors not made by a recorded op.")
 
 def _get_grad(self: Tensor) -> Any:
     m = self._ag
-    return None if m is None else m.grad
+    if m is None:
+        return None
+    if m.grad_fn is not None and not m.retains_grad and m.grad is None:
+        warnings.warn(
+            "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its "
+            ".grad attribute won't be populated during autograd.backward(). If you indeed want "
+            "the .grad field to be populated for a non-leaf Tensor, use .retain_grad() on the "
+            "non-leaf Tensor.", UserWarning, stacklevel=2)
+    return m.grad
 
 
 def _set_grad(self: Tensor, value: Any) -> None:
