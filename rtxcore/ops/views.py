@@ -290,6 +290,8 @@ def contiguous_method(x: Tensor) -> Tensor:
 
 def T_property(x: Tensor) -> Tensor:
     """``x.T``: the dims reversed."""
+    if x._ag is None:  # outside any graph: the view directly
+        return as_view(x, x._shape[::-1], x._strides[::-1], x._offset)
     return permute(x, tuple(range(x.ndim - 1, -1, -1)))
 
 
