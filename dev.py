@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Set up a virtual environment and run rtxcore's main job or its tests.
 
-    python3 dev.py demo     # set up .venv, install rtxcore + rtx-cpu, run the demo
+    python3 dev.py demo     # set up .venv, install rtxcore + rtx-cpu, train the digits model
     python3 dev.py test     # set up .venv with the test tools, run the whole suite
     python3 dev.py bench    # set up (with PyTorch for comparison), run benchmarks/ops.py
 
@@ -23,9 +23,10 @@ VENV = ROOT / ".venv"
 PY = VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 
 PACKAGES = [".", "backends/rtx_cpu"]
+EXAMPLES = ["tqdm>=4.60", "scikit-learn>=1.3"]  # what examples/train_digits.py needs
 EXTRAS = {
-    "demo": [],
-    "test": ["pytest>=7", "hypothesis>=6"],
+    "demo": EXAMPLES,
+    "test": ["pytest>=7", "hypothesis>=6", *EXAMPLES],
     "bench": ["torch==2.13.0"],
 }
 
@@ -60,7 +61,7 @@ def main(argv: list[str]) -> int:
     cmd, rest = argv[0], argv[1:]
     setup("test" if cmd == "setup" else cmd)
     if cmd == "demo":
-        run([str(PY), "examples/demo.py", *rest])
+        run([str(PY), "examples/train_digits.py", *rest])
     elif cmd == "test":
         run([str(PY), "-m", "pytest", *rest])
     elif cmd == "bench":

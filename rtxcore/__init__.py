@@ -53,6 +53,18 @@ from .autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
                                  is_inference_mode_enabled, no_grad, set_grad_enabled)
 
 
+def __getattr__(name: str) -> Any:
+    # rc.nn, rc.optim, rc.utils, rc.save/rc.load load on first use: `import rtxcore`
+    # stays as cheap as the tensor core
+    import importlib
+
+    if name in ("nn", "optim", "utils"):
+        return importlib.import_module(f"{__name__}.{name}")
+    if name in ("save", "load"):
+        return getattr(importlib.import_module(f"{__name__}.serialization"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def register_backend(plugin: Any, name: str | None = None) -> str:
     """Register an in-process backend plugin (a module or object with hookimpls).
 

@@ -343,10 +343,13 @@ def silu(x: Tensor) -> Tensor:
 def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     x = _float(x)
     bx = mul(x, beta) if beta != 1 else x
-    soft = log1p(exp(bx))
+    linear = gt(bx, threshold)
+    # exp only where its result is used: exp(bx) = inf past ~88 would make the
+    # backward 0 * inf = nan there, though the output there is x
+    soft = log1p(exp(_where(linear, 0.0, bx)))
     if beta != 1:
         soft = div(soft, beta)
-    return _where(gt(bx, threshold), x, soft)
+    return _where(linear, x, soft)
 
 
 @differentiable("ceil")

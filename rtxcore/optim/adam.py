@@ -1,0 +1,130 @@
+"""``Adam`` and ``AdamW``, as ``torch.optim.Adam`` and ``torch.optim.AdamW``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..ops.creation import zeros_like
+from .optimizer import Optimizer, _check_nonneg, _lerp_, _scalar
+
+__all__ = ["Adam", "AdamW"]
+
+
+def _validate(o: dict[str, Any]) -> None:
+    _check_nonneg(o["lr"], "learning rate")
+    _check_nonneg(o["eps"], "epsilon value")
+    betas = o["betas"]
+    try:
+        b0, b1 = betas
+    except (TypeError, ValueError):
+        raise ValueError(f"betas must be a pair of floats, got {betas!r}") from None
+    if not 0.0 <= b0 < 1.0:
+        raise ValueError(f"Invalid beta parameter at index 0: {b0}")
+    if not 0.0 <= b1 < 1.0:
+        raise ValueError(f"Invalid beta parameter at index 1: {b1}")
+    _check_nonneg(o["weight_decay"], "weight_decay value")
+
+
+class Adam(Optimizer):
+    r"""Adam (Kingma & Ba), with ``amsgrad``, ``maximize`` and, when
+    ``decoupled_weight_decay=True``, AdamW's decoupled weight decay.
+
+    Per parameter at step t, with g its gradient (negated when ``maximize``)::
+
+        g = g + weight_decay * p           (coupled; or p *= 1 - lr * weight_decay)
+        m = beta1 * m + (1 - beta1) * g    (as m.lerp_(g, 1 - beta1))
+        v = beta2 * v + (1 - beta2) * g * g
+        v_max = max(v_max, v)              (amsgrad: v_max replaces v below)
+        p = p - lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps)
+
+    State: ``step`` (a Python int), ``exp_avg``, ``exp_avg_sq`` and with amsgrad
+    ``max_exp_avg_sq``, on the parameter's device. Parameters whose ``.grad`` is
+    None are skipped (their step count does not advance).
+    """
+
+    _param_shaped_state = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq")
+
+    def __init__(self, params: Any, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0, amsgrad: bool = False, *,
+                 maximize: bool = False, decoupled_weight_decay: bool = False) -> None:
+        defaults = {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
+                    "amsgrad": amsgrad, "maximize": maximize,
+                    "decoupled_weight_decay": decoupled_weight_decay}
+        _validate(defaults)
+        defaults["betas"] = tuple(_scalar(b) for b in betas)
+        super().__init__(params, defaults)
+
+    def _check_group(self, group: dict[str, Any]) -> None:
+        _validate(group)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group.setdefault("amsgrad", False)
+            group.setdefault("maximize", False)
+            group.setdefault("decoupled_weight_decay", False)
+
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        return self._run_step(closure, self._update)
+
+    def _update(self, group: dict[str, Any]) -> None:
+        lr = _scalar(group["lr"])
+        beta1, beta2 = group["betas"]
+        eps = group["eps"]
+        wd = group["weight_decay"]
+        amsgrad = group["amsgrad"]
+        maximize = group["maximize"]
+        decoupled = group.get("decoupled_weight_decay", False)
+        w1, w2 = 1 - beta1, 1 - beta2
+        state = self.state
+        for p in group["params"]:
+            g = p.grad
+            if g is None:
+                continue
+            st = state[p]
+            if not st:
+                st["step"] = 0
+                st["exp_avg"] = zeros_like(p)
+                st["exp_avg_sq"] = zeros_like(p)
+                if amsgrad:
+                    st["max_exp_avg_sq"] = zeros_like(p)
+            if maximize:
+                g = -g
+            step = st["step"] = st["step"] + 1
+            if wd != 0:
+                if decoupled:
+                    p.mul_(1 - lr * wd)
+                else:
+                    g = g.add(p, alpha=wd)
+            exp_avg, exp_avg_sq = st["exp_avg"], st["exp_avg_sq"]
+            _lerp_(exp_avg, g, w1)
+            exp_avg_sq.mul_(beta2).add_(g.mul(w2).mul_(g))  # addcmul_(g, g, value=w2)
+            bias_correction1 = 1 - beta1 ** step
+            bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
+            step_size = lr / bias_correction1
+            if amsgrad:
+                vmax = st["max_exp_avg_sq"]
+                vmax.maximum_(exp_avg_sq)
+                denom = vmax.sqrt()
+            else:
+                denom = exp_avg_sq.sqrt()
+            denom.div_(bias_correction2_sqrt).add_(eps)
+            p.add_(exp_avg.mul(-step_size).div_(denom))  # addcdiv_(m, denom, value=-step_size)
+
+
+class AdamW(Adam):
+    r"""Adam with decoupled weight decay (Loshchilov & Hutter): each step first
+    scales the parameter by ``1 - lr * weight_decay``, then takes the Adam step
+    without weight decay. ``weight_decay`` defaults to 1e-2."""
+
+    def __init__(self, params: Any, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, *,
+                 maximize: bool = False) -> None:
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize,
+                         decoupled_weight_decay=True)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group["decoupled_weight_decay"] = True

@@ -1,0 +1,102 @@
+"""``RMSprop``, as ``torch.optim.RMSprop``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..ops.creation import zeros_like
+from .optimizer import Optimizer, _check_nonneg, _lerp_, _scalar
+
+__all__ = ["RMSprop"]
+
+
+def _validate(o: dict[str, Any]) -> None:
+    _check_nonneg(o["lr"], "learning rate")
+    _check_nonneg(o["eps"], "epsilon value")
+    _check_nonneg(o["momentum"], "momentum value")
+    _check_nonneg(o["weight_decay"], "weight_decay value")
+    _check_nonneg(o["alpha"], "alpha value")
+
+
+class RMSprop(Optimizer):
+    r"""RMSprop (Hinton), optionally centered and with momentum.
+
+    Per parameter, with g its gradient (negated when ``maximize``)::
+
+        g = g + weight_decay * p                   if weight_decay != 0
+        v = alpha * v + (1 - alpha) * g * g
+        centered: ga = lerp(ga, g, 1 - alpha);  avg = sqrt(v - ga * ga) + eps
+        else:     avg = sqrt(v) + eps
+        momentum > 0: b = momentum * b + g / avg;  p = p - lr * b
+        else:         p = p - lr * g / avg
+
+    State: ``step`` (a Python int), ``square_avg``, and ``momentum_buffer`` /
+    ``grad_avg`` when used, on the parameter's device.
+    """
+
+    _param_shaped_state = ("square_avg", "momentum_buffer", "grad_avg")
+
+    def __init__(self, params: Any, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
+                 weight_decay: float = 0, momentum: float = 0, centered: bool = False, *,
+                 maximize: bool = False) -> None:
+        defaults = {"lr": lr, "momentum": momentum, "alpha": alpha, "eps": eps,
+                    "centered": centered, "weight_decay": weight_decay, "maximize": maximize}
+        _validate(defaults)
+        super().__init__(params, defaults)
+
+    def _check_group(self, group: dict[str, Any]) -> None:
+        _validate(group)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group.setdefault("momentum", 0)
+            group.setdefault("centered", False)
+            group.setdefault("maximize", False)
+
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        return self._run_step(closure, self._update)
+
+    def _update(self, group: dict[str, Any]) -> None:
+        lr = _scalar(group["lr"])
+        alpha = group["alpha"]
+        eps = group["eps"]
+        wd = group["weight_decay"]
+        momentum = group["momentum"]
+        centered = group["centered"]
+        maximize = group["maximize"]
+        w = 1 - alpha
+        state = self.state
+        for p in group["params"]:
+            g = p.grad
+            if g is None:
+                continue
+            st = state[p]
+            if not st:
+                st["step"] = 0
+                st["square_avg"] = zeros_like(p)
+                if momentum > 0:
+                    st["momentum_buffer"] = zeros_like(p)
+                if centered:
+                    st["grad_avg"] = zeros_like(p)
+            if maximize:
+                g = -g
+            st["step"] += 1
+            if wd != 0:
+                g = g.add(p, alpha=wd)
+            square_avg = st["square_avg"]
+            square_avg.mul_(alpha).add_(g.mul(w).mul_(g))  # addcmul_(g, g, value=1 - alpha)
+            if centered:
+                grad_avg = st["grad_avg"]
+                _lerp_(grad_avg, g, w)
+                avg = square_avg.sub(grad_avg.mul(grad_avg)).sqrt_()
+            else:
+                avg = square_avg.sqrt()
+            avg.add_(eps)
+            if momentum > 0:
+                buf = st["momentum_buffer"]
+                buf.mul_(momentum).add_(g.div(avg))  # addcdiv_(g, avg)
+                p.add_(buf, alpha=-lr)
+            else:
+                p.add_(g.mul(-lr).div_(avg))  # addcdiv_(g, avg, value=-lr)

@@ -1,0 +1,82 @@
+"""``SGD``: stochastic gradient descent with momentum, dampening, Nesterov
+momentum, weight decay and ``maximize``, as ``torch.optim.SGD``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .optimizer import Optimizer, _check_nonneg, _scalar
+
+__all__ = ["SGD"]
+
+
+def _validate(o: dict[str, Any]) -> None:
+    _check_nonneg(o["lr"], "learning rate")
+    _check_nonneg(o["momentum"], "momentum value")
+    _check_nonneg(o["weight_decay"], "weight_decay value")
+    if o["nesterov"] and (o["momentum"] <= 0 or o["dampening"] != 0):
+        raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+
+
+class SGD(Optimizer):
+    r"""Stochastic gradient descent (optionally with momentum).
+
+    Per parameter, with g its gradient (negated when ``maximize``)::
+
+        g = g + weight_decay * p                       if weight_decay != 0
+        b = g (first step),  b = momentum * b + (1 - dampening) * g   if momentum != 0
+        g = g + momentum * b  (nesterov)  or  g = b
+        p = p - lr * g
+
+    The momentum buffer is ``state[p]['momentum_buffer']``; parameters whose
+    ``.grad`` is None are skipped.
+    """
+
+    _param_shaped_state = ("momentum_buffer",)
+
+    def __init__(self, params: Any, lr: float = 1e-3, momentum: float = 0, dampening: float = 0,
+                 weight_decay: float = 0, nesterov: bool = False, *,
+                 maximize: bool = False) -> None:
+        defaults = {"lr": lr, "momentum": momentum, "dampening": dampening,
+                    "weight_decay": weight_decay, "nesterov": nesterov, "maximize": maximize}
+        _validate(defaults)
+        super().__init__(params, defaults)
+
+    def _check_group(self, group: dict[str, Any]) -> None:
+        _validate(group)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group.setdefault("nesterov", False)
+            group.setdefault("maximize", False)
+
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        return self._run_step(closure, self._update)
+
+    def _update(self, group: dict[str, Any]) -> None:
+        lr = _scalar(group["lr"])
+        momentum = group["momentum"]
+        dampening = group["dampening"]
+        wd = group["weight_decay"]
+        nesterov = group["nesterov"]
+        maximize = group["maximize"]
+        state = self.state
+        for p in group["params"]:
+            g = p.grad
+            if g is None:
+                continue
+            if maximize:
+                g = -g
+            if wd != 0:
+                g = g.add(p, alpha=wd)
+            if momentum != 0:
+                st = state[p]
+                buf = st.get("momentum_buffer")
+                if buf is None:
+                    buf = st["momentum_buffer"] = g.detach().clone()
+                else:
+                    buf.mul_(momentum).add_(g, alpha=1 - dampening)
+                g = g.add(buf, alpha=momentum) if nesterov else buf
+            p.add_(g, alpha=-lr)
