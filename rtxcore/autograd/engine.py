@@ -323,7 +323,9 @@ def _owned(g: Tensor, user: set[int], handed: set[int]) -> Tensor:
     """``g`` itself when nothing else can see its memory, else a copy: a stored
     ``.grad`` must never share memory with another grad or the caller's tensors."""
     sid = id(g._storage)
-    if sid in user or sid in handed or not g.is_contiguous() or g._base is not None:
+    # (a rule's result may be a view of a fresh temporary: that is fine to keep;
+    # memory seen elsewhere is the caller's gradients or one already handed out)
+    if sid in user or sid in handed or not g.is_contiguous():
         g = C.clone(g) if _state.enabled else contiguous_copy(g)
         sid = id(g._storage)
     handed.add(sid)

@@ -672,6 +672,28 @@ def _matmul(ctx: Node, g: Tensor) -> Any:
     return ga, gb
 
 
+@rule("linear", save=(0, 1))
+def _linear(ctx: Node, g: Tensor) -> Any:
+    x, w = ctx.saved[0], ctx.saved[1]
+    need_x, need_w, need_b = (*_needs(ctx), False)[:3]  # bias may not have been passed
+    if w._dtype is not g._dtype:
+        w = C.to(w, g._dtype)
+    gx = L.matmul(g, w) if need_x else None
+    gw = gb = None
+    if need_w or need_b:
+        out = g._shape[-1] if g._shape else 1
+        g2 = V.reshape(g, (-1, out)) if g.ndim != 2 else g
+        if need_w:
+            if x.ndim == 1:
+                gw = L.outer(g, C.to(x, g._dtype))
+            else:
+                x2 = V.reshape(x, (-1, x._shape[-1])) if x.ndim != 2 else x
+                gw = L.matmul(g2.mT, C.to(x2, g._dtype))
+        if need_b:
+            gb = R.sum(g2, 0)
+    return gx, gw, gb
+
+
 # -- in place through a view ----------------------------------------------------------------
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from .. import dtype as D
+from ..ops.linalg import linear as _linear
 from ..autograd.function import Function
 from ..autograd.grad_mode import _state, enable_grad, no_grad
 from ..ops import elementwise as E
@@ -116,40 +117,43 @@ def _float_min(dt: D.DType) -> Any:
 
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """``input @ weight.T + bias``: one matmul and one add."""
+    """``input @ weight.T + bias``: one matmul and one add, recorded as one node
+    (``rtxcore.ops.linalg.linear``) whose backward gives ``weight`` a contiguous
+    gradient."""
     if not isinstance(input, Tensor) or not isinstance(weight, Tensor):
         _check_tensor("linear", "input", input)
         _check_tensor("linear", "weight", weight)
     ishape = input._shape
     wshape = weight._shape
-    if len(wshape) == 2:
-        k = wshape[1]
-        if not ishape or ishape[-1] != k:
-            raise RuntimeError(
-                f"linear: input has {ishape[-1] if ishape else 0} features (shape "
-                f"{tuple(ishape)}) but weight expects {k} (weight shape {tuple(wshape)})")
-        if len(ishape) <= 2:
-            out = matmul(input, weight.T)
-        else:  # (..., k): one 2-D product over all leading dims
-            out = matmul(input.reshape(-1, k), weight.T).reshape(ishape[:-1] + (wshape[0],))
-    elif len(wshape) == 1:  # PyTorch accepts a vector weight: input @ weight
+    if len(wshape) == 1:  # PyTorch accepts a vector weight: input @ weight
         if not ishape or ishape[-1] != wshape[0]:
             raise RuntimeError(
                 f"linear: input has {ishape[-1] if ishape else 0} features (shape "
                 f"{tuple(ishape)}) but weight expects {wshape[0]} (weight shape {tuple(wshape)})")
         out = matmul(input, weight)
-    else:
+        if bias is not None:
+            _check_tensor("linear", "bias", bias)
+            out = out + bias
+        return out
+    if len(wshape) != 2:
         raise RuntimeError(f"linear: weight must be 2-D (out_features, in_features), got shape "
                            f"{tuple(wshape)}")
+    k = wshape[1]
+    if not ishape or ishape[-1] != k:
+        raise RuntimeError(
+            f"linear: input has {ishape[-1] if ishape else 0} features (shape "
+            f"{tuple(ishape)}) but weight expects {k} (weight shape {tuple(wshape)})")
     if bias is not None:
         _check_tensor("linear", "bias", bias)
         bshape = bias._shape
-        if bshape and len(wshape) == 2 and bshape[-1] not in (1, wshape[0]):
+        if bshape and bshape[-1] not in (1, wshape[0]):
             raise RuntimeError(
                 f"linear: bias of shape {tuple(bshape)} does not match the {wshape[0]} output "
                 f"features (weight shape {tuple(wshape)})")
-        out = out + bias
-    return out
+    if len(ishape) <= 2:
+        return _linear(input, weight, bias)
+    # (..., k): one 2-D product over all leading dims
+    return _linear(input.reshape(-1, k), weight, bias).reshape(ishape[:-1] + (wshape[0],))
 
 
 def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:

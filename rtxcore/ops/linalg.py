@@ -80,6 +80,14 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     return out
 
 
+@differentiable("linear", inputs=3)
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``x @ weight.T + bias`` (weight (out, in)), recorded as one node whose
+    backward gives ``weight`` a contiguous (out, in) gradient directly."""
+    out = matmul(x, weight.T)
+    return out if bias is None else out.add_(bias) if out._dtype is bias._dtype else out + bias
+
+
 def mm(a: Tensor, b: Tensor) -> Tensor:
     if a.ndim != 2 or b.ndim != 2:
         raise RuntimeError(f"mm: expected 2-D tensors, got {a.ndim}-D and {b.ndim}-D (shapes {tuple(a._shape)} and {tuple(b._shape)})")
