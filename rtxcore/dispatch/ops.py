@@ -153,6 +153,8 @@ COMPOSITES: dict[str, str] = {
     "floor_divide": "floor_divide(out, x, y)", "remainder": "remainder(out, x, y)",
     "logical_xor": "logical_xor(out, x, y)",
     "cumsum": "cumsum(out, x, axis)",
+    "softmax": "softmax(out, x, axis)  # float x; each slice along axis sums to 1",
+    "log_softmax": "log_softmax(out, x, axis)  # float x",
     "sort": "sort(values, indices, x, axis, descending)  # stable",
     "index_put": "index_put(out, indices, values)  # out[indices] = values, "
                  "indices as for `index`, values broadcast to the indexed shape",

@@ -281,7 +281,9 @@ def sigmoid(x: Tensor) -> Tensor:
 def relu(x: Tensor) -> Tensor:
     if x._dtype is D.bool_:
         return x.clone()
-    return maximum(x, zeros_scalar_like(x))
+    if x._dtype.kind == "f":
+        return binary("maximum", x, 0.0)  # the float-scalar fast path: one kernel call
+    return binary("maximum", x, zeros_scalar_like(x))
 
 
 def zeros_scalar_like(x: Tensor) -> Tensor:

@@ -17,6 +17,7 @@ from . import elementwise as E
 from . import views as V
 from ..autograd.grad_mode import _state
 from ..autograd.tape import differentiable, inplace, requires_grad, run_inplace
+from .core import reduce as reduce_
 from .core import (as_view, bad_operand, cast, check_overlap, contiguous, cstrides, empty,
                    expand_to, kernel, mixed_devices, scalar_for, view_of, write_result)
 
@@ -360,7 +361,9 @@ def _check_index(op: str, x: Tensor, dim: int, index: Tensor) -> int:
                 f"to be no larger than self {tuple(x._shape)} apart from dimension {d}"
             )
     if index.numel():
-        lo, hi = int(index.amin().item()), int(index.amax().item())
+        every = tuple(range(index.ndim))
+        lo = int(reduce_("min", index, every, False).item())
+        hi = int(reduce_("max", index, every, False).item())
         size = x._shape[d]
         if lo < 0 or hi >= size:
             raise IndexError(f"{op}(): index {hi if hi >= size else lo} is out of bounds for dimension {d} with size {size}")

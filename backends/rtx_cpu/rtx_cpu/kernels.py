@@ -155,6 +155,23 @@ def pow_(out: np.ndarray, x: Any, y: Any) -> None:
         np.power(x, y, out=out)
 
 
+def where(out: np.ndarray, c: np.ndarray, x: Any, y: Any) -> None:
+    # two passes into out, no temporary (out is always a fresh tensor in the core)
+    np.copyto(out, y, casting="unsafe")
+    np.copyto(out, x, casting="unsafe", where=c)
+
+
+def softmax(out: np.ndarray, x: np.ndarray, axis: int) -> None:
+    np.subtract(x, x.max(axis=axis, keepdims=True), out=out)
+    np.exp(out, out=out)
+    out /= out.sum(axis=axis, keepdims=True)
+
+
+def log_softmax(out: np.ndarray, x: np.ndarray, axis: int) -> None:
+    np.subtract(x, x.max(axis=axis, keepdims=True), out=out)
+    out -= np.log(np.exp(out).sum(axis=axis, keepdims=True))
+
+
 def _u(fn: Any) -> Any:
     return lambda out, x: fn(x, out=out)
 
@@ -180,7 +197,7 @@ KERNELS = {
     "eq": _b(np.equal), "ne": _b(np.not_equal), "lt": _b(np.less), "le": _b(np.less_equal),
     "gt": _b(np.greater), "ge": _b(np.greater_equal),
     # ternary
-    "where": lambda out, c, x, y: np.copyto(out, np.where(c, x, y)),
+    "where": where,
     # reductions
     "sum": _reduction(np.add), "prod": _reduction(np.multiply),
     "max": _reduction(np.maximum), "min": _reduction(np.minimum),
@@ -198,4 +215,5 @@ KERNELS = {
     "logical_xor": _b(np.logical_xor),
     "cumsum": lambda out, x, axis: np.cumsum(x, axis=axis, out=out),
     "sort": sort, "index_put": index_put, "erf": erf,
+    "softmax": softmax, "log_softmax": log_softmax,
 }
