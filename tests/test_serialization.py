@@ -215,11 +215,9 @@ def test_state_dict_names_are_the_tensor_names():
 
 
 def test_module_state_dict_round_trip(tmp_path):
-    try:
-        from rtxcore import nn
-        model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
-    except (ImportError, AttributeError) as exc:  # nn is still being written
-        pytest.skip(f"rtxcore.nn is not usable: {exc}")
+    from rtxcore import nn
+
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
     path = tmp_path / "model.safetensors"
     rc.save(model.state_dict(), path)
     sd = rc.load(path)

@@ -26,6 +26,16 @@ def _shape_error(layer: Module, expected: str, x: Any) -> RuntimeError:
     return RuntimeError(f"{layer!r}: expected input {expected}, got shape {got}")
 
 
+def _reset_weight_and_bias(weight: Parameter, bias: Parameter | None) -> None:
+    """PyTorch's Linear/Conv initialisation: kaiming_uniform(a=sqrt(5)) for the
+    weight, which is U(-1/sqrt(fan_in), 1/sqrt(fan_in)), and the same bound for the bias."""
+    init.kaiming_uniform_(weight, a=math.sqrt(5))
+    if bias is not None:
+        fan_in, _ = init._calculate_fan_in_and_fan_out(weight)
+        bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+        init.uniform_(bias, -bound, bound)
+
+
 def _factory(device: Any, dtype: Any) -> dict[str, Any]:
     return {"device": device, "dtype": dtype}
 
@@ -58,10 +68,7 @@ class Linear(Module):
 
     def reset_parameters(self) -> None:
         # PyTorch's: kaiming_uniform(a=sqrt(5)) is U(-1/sqrt(fan_in), 1/sqrt(fan_in))
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            bound = 1 / math.sqrt(self.in_features) if self.in_features > 0 else 0
-            init.uniform_(self.bias, -bound, bound)
+        _reset_weight_and_bias(self.weight, self.bias)
 
     def forward(self, x: Tensor) -> Tensor:
         if not isinstance(x, Tensor) or not x.ndim or x.shape[-1] != self.in_features:
@@ -100,11 +107,7 @@ class Conv2d(Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
-            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
-            init.uniform_(self.bias, -bound, bound)
+        _reset_weight_and_bias(self.weight, self.bias)
 
     def forward(self, x: Tensor) -> Tensor:
         if not isinstance(x, Tensor) or x.ndim not in (3, 4) or x.shape[-3] != self.in_channels:

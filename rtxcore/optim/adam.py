@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from ..ops.creation import zeros_like
@@ -55,8 +54,7 @@ class Adam(Optimizer):
         defaults["betas"] = tuple(_scalar(b) for b in betas)
         super().__init__(params, defaults)
 
-    def _check_group(self, group: dict[str, Any]) -> None:
-        _validate(group)
+    _validate = staticmethod(_validate)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         super().__setstate__(state)
@@ -64,9 +62,6 @@ class Adam(Optimizer):
             group.setdefault("amsgrad", False)
             group.setdefault("maximize", False)
             group.setdefault("decoupled_weight_decay", False)
-
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        return self._run_step(closure, self._update)
 
     def _update(self, group: dict[str, Any]) -> None:
         lr = _scalar(group["lr"])

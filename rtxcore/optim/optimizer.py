@@ -176,8 +176,12 @@ class Optimizer:
                 raise ValueError("some parameters appear in more than one parameter group")
         self.param_groups.append(param_group)
 
+    @staticmethod
+    def _validate(group: dict[str, Any]) -> None:
+        """Check a group's hyperparameters (each optimizer supplies its own)."""
+
     def _check_group(self, group: dict[str, Any]) -> None:
-        """Validate a group's options (subclasses check their hyperparameters)."""
+        self._validate(group)
 
     # -- gradients and steps ----------------------------------------------------------
 
@@ -201,6 +205,10 @@ class Optimizer:
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """Perform one optimization step. ``closure`` re-evaluates the model and
         returns the loss (it runs with grad enabled); optional for most optimizers."""
+        return self._run_step(closure, self._update)
+
+    def _update(self, group: dict[str, Any]) -> None:
+        """Update one parameter group's parameters (each optimizer's own rule)."""
         raise NotImplementedError
 
     def _run_step(self, closure: Callable[[], Any] | None,

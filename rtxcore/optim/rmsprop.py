@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from ..ops.creation import zeros_like
@@ -45,8 +44,7 @@ class RMSprop(Optimizer):
         _validate(defaults)
         super().__init__(params, defaults)
 
-    def _check_group(self, group: dict[str, Any]) -> None:
-        _validate(group)
+    _validate = staticmethod(_validate)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         super().__setstate__(state)
@@ -54,9 +52,6 @@ class RMSprop(Optimizer):
             group.setdefault("momentum", 0)
             group.setdefault("centered", False)
             group.setdefault("maximize", False)
-
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        return self._run_step(closure, self._update)
 
     def _update(self, group: dict[str, Any]) -> None:
         lr = _scalar(group["lr"])

@@ -3,7 +3,6 @@ momentum, weight decay and ``maximize``, as ``torch.optim.SGD``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from .optimizer import Optimizer, _check_nonneg, _scalar
@@ -43,17 +42,13 @@ class SGD(Optimizer):
         _validate(defaults)
         super().__init__(params, defaults)
 
-    def _check_group(self, group: dict[str, Any]) -> None:
-        _validate(group)
+    _validate = staticmethod(_validate)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         super().__setstate__(state)
         for group in self.param_groups:
             group.setdefault("nesterov", False)
             group.setdefault("maximize", False)
-
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        return self._run_step(closure, self._update)
 
     def _update(self, group: dict[str, Any]) -> None:
         lr = _scalar(group["lr"])
