@@ -1,0 +1,74 @@
+"""rtx-opencl: rtxcore's OpenCL backend.
+
+Every primitive op is OpenCL C generated from an expression table and one
+template per family (``codegen.py``), compiled once per (op, dtypes, layout) and
+enqueued without waiting. Devices ``opencl:0..N`` are every device of every
+platform, platforms sorted by name. Importing never fails: without PyOpenCL or
+an OpenCL platform the backend says why and how to fix it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rtxcore.dispatch import Backend, hookimpl
+
+from . import runtime
+from .kernels import KERNELS
+from .runtime import OutOfMemoryError, synchronize
+
+__version__ = "0.1.0"
+__all__ = ["OpenCLBackend", "OutOfMemoryError", "synchronize", "empty_cache"]
+
+
+def empty_cache() -> None:
+    """Return the memory pools' unused buffers to the OpenCL runtime."""
+    for d in runtime.devices():
+        d.empty_cache()
+
+
+class OpenCLBackend(Backend):
+    name = "opencl"
+    distribution = "rtx-opencl"
+    version = __version__
+
+    def is_available(self) -> bool:
+        return runtime.problem() is None
+
+    def unavailable_reason(self) -> str | None:
+        return runtime.problem()
+
+    def device_count(self) -> int:
+        return len(runtime.devices())
+
+    def device_name(self, index: int) -> str:
+        return runtime.device(index).name
+
+    def properties(self, index: int) -> dict[str, Any]:
+        d = runtime.device(index)
+        return {
+            "platform": d.platform,
+            "compute units": d.compute_units,
+            "global memory": runtime._gib(d.global_mem),
+            "fp64": d.fp64,
+            "fp16": d.fp16,
+        }
+
+    def dtypes(self, index: int) -> frozenset[str]:
+        d = runtime.device(index)
+        names = set(super().dtypes(index))
+        if not d.fp64:
+            names.discard("float64")
+        if not d.fp16:
+            names.discard("float16")
+        return frozenset(names)
+
+
+@hookimpl
+def rtx_backends() -> list[Backend]:
+    return [OpenCLBackend()]
+
+
+@hookimpl
+def rtx_kernels(backend: str) -> dict[str, Any] | None:
+    return KERNELS if backend == "opencl" else None

@@ -1,0 +1,449 @@
+"""OpenCL C for every primitive: an expression table and one template per family.
+
+A kernel is specialised at compile time on the op, the dtypes and the layout —
+the rank of the (coalesced) index space and, per operand, whether it is
+contiguous (``c``), strided (``s``) or a scalar argument (``k``). Shapes,
+strides and offsets are kernel arguments, so one program serves every shape of
+that layout. Strides and offsets count elements; stride-0 dims are broadcasts.
+
+Element types: ``bool`` is stored as ``uchar`` (0/1), ``float16`` as ``half``
+but loaded and stored with ``vload_half``/``vstore_half_rte`` and computed in
+``float``; everything else is computed in its own type.
+"""
+
+from __future__ import annotations
+
+# dtype name -> (storage type, compute type)
+CTYPE = {
+    "bool": ("uchar", "uchar"), "uint8": ("uchar", "uchar"), "int8": ("char", "char"),
+    "int16": ("short", "short"), "int32": ("int", "int"), "int64": ("long", "long"),
+    "float16": ("half", "float"), "float32": ("float", "float"), "float64": ("double", "double"),
+}
+FLOATS = ("float16", "float32", "float64")
+
+# the smallest and largest value of each compute type (for max/min reductions)
+LIMITS = {
+    "uchar": ("0", "UCHAR_MAX"), "char": ("CHAR_MIN", "CHAR_MAX"),
+    "short": ("SHRT_MIN", "SHRT_MAX"), "int": ("INT_MIN", "INT_MAX"),
+    "long": ("LONG_MIN", "LONG_MAX"), "float": ("-INFINITY", "INFINITY"),
+    "double": ("-INFINITY", "INFINITY"),
+}
+
+# Elementwise ops: (expression for float dtypes, expression for integer/bool dtypes).
+# `a`, `b`, `c` are the operands in the compute type `CT`; None: not defined there
+# (the core never asks: it promotes integers to float for these).
+UNARY = {
+    "neg": ("-a", "-a"),
+    "abs": ("fabs(a)", "(a < 0 ? -a : a)"),
+    "sign": ("(isnan(a) ? a : (CT)((a > 0) - (a < 0)))", "(CT)((a > 0) - (a < 0))"),
+    "exp": ("exp(a)", None),
+    "log": ("log(a)", None),
+    "sqrt": ("sqrt(a)", None),
+    "sin": ("sin(a)", None),
+    "cos": ("cos(a)", None),
+    "tanh": ("tanh(a)", None),
+    "reciprocal": ("(CT)1 / a", None),
+    "floor": ("floor(a)", "a"),
+    "logical_not": ("!a", "!a"),
+    "copy": ("a", "a"),
+    "cast": ("a", "a"),
+}
+BINARY = {
+    "add": ("a + b", "a + b"),
+    "sub": ("a - b", "a - b"),
+    "mul": ("a * b", "a * b"),
+    "div": ("a / b", None),
+    "pow": ("pow(a, b)", "ipow(a, b)"),
+    "maximum": ("(isnan(a) || a > b) ? a : b", "(a > b ? a : b)"),
+    "minimum": ("(isnan(a) || a < b) ? a : b", "(a < b ? a : b)"),
+    "logical_and": ("(a != 0) && (b != 0)", "(a != 0) && (b != 0)"),
+    "logical_or": ("(a != 0) || (b != 0)", "(a != 0) || (b != 0)"),
+    "eq": ("a == b", "a == b"), "ne": ("a != b", "a != b"),
+    "lt": ("a < b", "a < b"), "le": ("a <= b", "a <= b"),
+    "gt": ("a > b", "a > b"), "ge": ("a >= b", "a >= b"),
+}
+TERNARY = {"where": ("a ? b : c", "a ? b : c")}
+
+# Reductions: (identity, combine(acc, v)) in the accumulator type AT.
+REDUCE = {
+    "sum": ("0", "acc + v"),
+    "prod": ("1", "acc * v"),
+    "max": ("LOWEST", "(isnan(acc) || acc > v) ? acc : v"),
+    "min": ("HIGHEST", "(isnan(acc) || acc < v) ? acc : v"),
+}
+REDUCE_INT = {"max": "(acc > v ? acc : v)", "min": "(acc < v ? acc : v)"}
+
+
+def expression(table: dict, op: str, dtype: str) -> str:
+    fl, it = table[op]
+    expr = fl if dtype in FLOATS else it
+    if expr is None:
+        raise TypeError(f"opencl: {op} is not defined for {dtype}")
+    return expr
+
+
+def header(dtypes: set[str] | list[str]) -> str:
+    lines = []
+    if "float64" in dtypes:
+        lines.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
+    return "\n".join(lines) + "\n"
+
+
+def load(dtype: str, ptr: str, idx: str) -> str:
+    if dtype == "float16":
+        return f"vload_half({idx}, {ptr})"
+    return f"{ptr}[{idx}]"
+
+
+def store(dtype: str, ptr: str, idx: str, value: str) -> str:
+    if dtype == "float16":
+        return f"vstore_half_rte({value}, {idx}, {ptr});"
+    if dtype == "bool":
+        return f"{ptr}[{idx}] = (uchar)(({value}) != 0);"
+    return f"{ptr}[{idx}] = ({CTYPE[dtype][0]})({value});"
+
+
+INT_POW = """
+/* integer power as in C and PyTorch: negative exponents give 1 for 1, +-1 for -1, else 0 */
+CT ipow(CT a, CT b) {
+    if (b < 0) return a == 1 ? 1 : (a == (CT)-1 ? ((b & 1) ? (CT)-1 : 1) : 0);
+    CT r = 1;
+    while (b) { if (b & 1) r *= a; a *= a; b >>= 1; }
+    return r;
+}
+"""
+
+
+def index_math(rank: int, names: list[str], var: str = "i") -> str:
+    """C statements that turn the linear id ``var`` into the element offset
+    ``p_<name>`` of every strided operand, walking dims from the last. Dim d has
+    size ``n<d>`` and operand X's stride there is ``<X>s<d>``."""
+    lines = [f"long r = {var}, q;"]
+    for n in names:
+        lines.append(f"long p_{n} = {n}_o;")
+    for d in range(rank - 1, 0, -1):
+        lines.append(f"q = r % n{d}; r /= n{d};")
+        lines.append(" ".join(f"p_{n} += q * {n}s{d};" for n in names))
+    lines.append(" ".join(f"p_{n} += r * {n}s0;" for n in names))
+    return "\n    ".join(lines)
+
+
+def elementwise(op: str, expr: str, out: tuple[str, str], ins: list[tuple[str, str]],
+                rank: int, prologue: str = "", ct: str | None = None,
+                extra: tuple[tuple[str, str], ...] = ()) -> tuple[str, list[str]]:
+    """One kernel ``k``: ``out = expr(a, b, c)`` at every element.
+
+    ``out`` is (dtype, layout) and each input (dtype, layout), with layout ``c``
+    contiguous, ``s`` strided or ``k`` a scalar argument; inputs are called
+    ``a``, ``b``, ``c`` in ``expr`` (their pointers ``pa``, ``pb``, ``pc``). ``CT``
+    is the first input's compute type unless ``ct`` says otherwise. The linear id
+    is ``i``. ``extra`` adds scalar parameters: (C declaration, argument kind). Returns the source and the argument kinds for
+    ``set_scalar_arg_dtypes``: "buf", "long", or a dtype name for a scalar.
+    """
+    odt, olay = out
+    params: list[str] = []
+    kinds: list[str] = []
+    strided: list[str] = []
+
+    def operand(ptr: str, dt: str, lay: str, const: bool, scalar_name: str = "") -> None:
+        if lay == "k":
+            params.append(f"{CTYPE[dt][1]} {scalar_name}")
+            kinds.append(dt)
+            return
+        q = "const " if const else ""
+        params.append(f"__global {q}{CTYPE[dt][0]} *{ptr}")
+        params.append(f"long {ptr}_o")
+        kinds.extend(["buf", "long"])
+        if lay == "s":
+            params.extend(f"long {ptr}s{d}" for d in range(rank))
+            kinds.extend(["long"] * rank)
+            strided.append(ptr)
+
+    operand("out", odt, olay, False)
+    names = "abc"[: len(ins)]
+    for name, (dt, lay) in zip(names, ins):
+        operand("p" + name, dt, lay, True, name)
+    params.extend(f"long n{d}" for d in range(1, rank))
+    kinds.extend(["long"] * (rank - 1))
+    for decl, kind in extra:
+        params.append(decl)
+        kinds.append(kind)
+
+    body = [index_math(rank, strided)] if strided else []
+    for name, (dt, lay) in zip(names, ins):
+        if lay != "k":
+            at = f"p_p{name}" if lay == "s" else f"p{name}_o + i"
+            body.append(f"const {CTYPE[dt][1]} {name} = {load(dt, 'p' + name, at)};")
+    oat = "p_out" if olay == "s" else "out_o + i"
+    if ct is None:
+        ct = CTYPE[ins[0][0]][1] if ins else CTYPE[odt][1]
+    dts = {odt, *(dt for dt, _ in ins)}
+    src = (
+        header(dts)
+        + f"#define CT {ct}\n"
+        + prologue
+        + f"/* {op}: out = {expr} */\n"
+        + "__kernel void k(" + ", ".join(params) + ")\n{\n"
+        + "    const long i = get_global_id(0);\n    "
+        + "\n    ".join(body) + "\n"
+        + "    " + store(odt, "out", oat, expr) + "\n"
+        + "}\n"
+    )
+    return src, kinds
+
+
+# -- reductions ------------------------------------------------------------------------------
+
+REDUCE_LOCAL = 128  # work-group size of tree reductions (a power of two)
+
+
+def _strided_params(ptr: str, prefix: str, rank: int) -> list[str]:
+    return [f"long {ptr}{prefix}{d}" for d in range(rank)]
+
+
+def _walk(var: str, sizes: str, rank: int, ptrs: list[tuple[str, str]], into: str) -> str:
+    """C statements adding to ``<into>_<ptr>`` the offset of element ``var`` of an
+    index space of ``rank`` dims (sizes ``<sizes>1..``), stride params ``<ptr><pre><d>``."""
+    lines = [f"long {var}_r = {var}, {var}_q;"]
+    for d in range(rank - 1, 0, -1):
+        lines.append(f"{var}_q = {var}_r % {sizes}{d}; {var}_r /= {sizes}{d};")
+        lines.append(" ".join(f"{into}_{p} += {var}_q * {p}{pre}{d};" for p, pre in ptrs))
+    lines.append(" ".join(f"{into}_{p} += {var}_r * {p}{pre}0;" for p, pre in ptrs))
+    return "\n        ".join(lines)
+
+
+def reduction(op: str, xdt: str, odt: str, ro: int, ri: int, mode: str,
+              arg: bool = False) -> tuple[str, list[str]]:
+    """Reduce ``x`` over an inner index space (``ri`` dims, ``K`` elements) for
+    every point of an outer one (``ro`` dims, one output each).
+
+    ``mode``: ``tree`` runs one work-group of REDUCE_LOCAL per (output, part):
+    each work item folds every REDUCE_LOCAL-th element of its part, then the group
+    combines in local memory, halving each step; with ``parts`` > 1 the groups
+    write partial results to ``tmp`` (a second launch reduces those).
+    ``serial`` runs one work item per output (for short reductions, or when
+    neighbouring outputs are neighbours in memory).
+    ``arg`` (argmax/argmin): the fold keeps (value, index), the first best wins,
+    NaN counting as the best; the output is the int64 index.
+    """
+    ct = CTYPE[xdt][1]
+    at = ct if arg else CTYPE[odt][1]
+    lo, hi = LIMITS[at]
+    partial = mode == "partial"
+    if arg:
+        cmp = ">" if op == "argmax" else "<"
+        nan = "isnan" if xdt in FLOATS else "NOTNAN"
+        ident = lo if op == "argmax" else hi
+        better = (f"({nan}(v) ? (!{nan}(acc) || j < acc_i) : "
+                  f"(!{nan}(acc) && (v {cmp} acc || (v == acc && j < acc_i))))")
+    else:
+        ident, combine = REDUCE[op]
+        if xdt not in FLOATS and op in REDUCE_INT:
+            combine = REDUCE_INT[op]
+        ident = {"LOWEST": lo, "HIGHEST": hi}.get(ident, ident)
+
+    params = ["__global " + (f"{at} *tmp" if partial else f"{CTYPE[odt][0]} *out"), "long out_o"]
+    params += _strided_params("out", "s", ro)
+    params += [f"__global const {CTYPE[xdt][0]} *px", "long px_o"]
+    params += _strided_params("px", "s", ro) + _strided_params("px", "r", ri)
+    params += [f"long n{d}" for d in range(1, ro)] + [f"long m{d}" for d in range(1, ri)]
+    params += ["long K", "long parts", "long chunk"]
+    kinds = ["buf", "long"] + ["long"] * ro + ["buf", "long"] + ["long"] * (ro + ri)
+    kinds += ["long"] * (ro - 1 + ri - 1) + ["long"] * 3
+
+    if arg:
+        fold = f"""{{ const {at} v = {load(xdt, 'px', 'at_px')}; const long j = kk;
+            if ({better}) {{ acc = v; acc_i = j; }} }}"""
+    else:
+        fold = f"{{ const {at} v = ({at}){load(xdt, 'px', 'at_px')}; acc = {combine}; }}"
+    outer = _walk("o", "n", ro, [("out", "s"), ("px", "s")], "base")
+    inner = _walk("kk", "m", ri, [("px", "r")], "at")
+    loop_body = f"long at_px = base_px;\n        {inner}\n        {fold}"
+    if arg:
+        store_v = "acc_i"
+        odecl = "long"
+    else:
+        store_v = "acc"
+        odecl = at
+    if mode == "serial":
+        ids = "const long o = get_global_id(0);"
+        loop = f"for (long kk = 0; kk < K; kk++) {{\n        {loop_body}\n    }}"
+        finish = "    " + store(odt, "out", "base_out", store_v)
+    else:
+        L = REDUCE_LOCAL
+        ids = ("const long g = get_group_id(0); const int lid = get_local_id(0);\n"
+               "    const long o = g / parts, part = g % parts;")
+        loop = (f"const long k1 = min(K, (part + 1) * chunk);\n"
+                f"    for (long kk = part * chunk + lid; kk < k1; kk += {L}) {{\n        {loop_body}\n    }}")
+        comb = ("if ({b}) {{ sv[lid] = v; si[lid] = j; }}".format(b=better.replace("acc_i", "si[lid]").replace("acc", "sv[lid]"))
+                if arg else f"{{ const {at} acc = sv[lid]; sv[lid] = {combine}; }}")
+        load_other = (f"const {at} v = sv[lid + s]; const long j = si[lid + s];" if arg
+                      else f"const {at} v = sv[lid + s];")
+        tree = f"""    __local {at} sv[{L}];
+    {"__local long si[" + str(L) + "];" if arg else ""}
+    sv[lid] = acc; {"si[lid] = acc_i;" if arg else ""}
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = {L // 2}; s > 0; s >>= 1) {{
+        if (lid < s) {{ {load_other} {comb} }}
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }}
+"""
+        if arg:
+            tree = tree.replace("sv[lid] = acc;", "sv[lid] = acc;")
+        if partial:
+            finish = tree + "    if (lid == 0) tmp[g] = sv[0];"
+        else:
+            fin_v = "si[0]" if arg else "sv[0]"
+            finish = tree + "    if (lid == 0) " + store(odt, "out", "base_out", fin_v)
+    acc_decl = f"{at} acc = {ident};" + (" long acc_i = LONG_MAX;" if arg else "")
+    attr = f"__attribute__((reqd_work_group_size({REDUCE_LOCAL}, 1, 1))) " if mode != "serial" else ""
+    src = (header({xdt, odt}) + "#define NOTNAN(v) 0\n"
+           + f"/* {op} over an inner index space, {mode} */\n"
+           + f"__kernel {attr}void k(" + ", ".join(params) + ")\n{\n"
+           + f"    {ids}\n    long base_out = out_o, base_px = px_o;\n"
+           + f"    {{\n        {outer}\n    }}\n"
+           + f"    {acc_decl}\n    {loop}\n{finish}\n}}\n")
+    return src, kinds
+
+
+# -- indexing -------------------------------------------------------------------------------
+
+
+def _ptr(name: str, dt: str, rank: int, const: bool = True) -> tuple[list[str], list[str]]:
+    """Params (and arg kinds) of one strided operand: pointer, offset, strides."""
+    q = "const " if const else ""
+    params = [f"__global {q}{CTYPE[dt][0]} *{name}", f"long {name}_o"]
+    params += [f"long {name}s{d}" for d in range(rank)]
+    return params, ["buf", "long"] + ["long"] * rank
+
+
+def _kernel_src(title: str, dts: set[str], params: list[str], body: str) -> str:
+    return (header(dts) + f"/* {title} */\n__kernel void k(" + ", ".join(params)
+            + ")\n{\n    const long i = get_global_id(0);\n    " + body + "\n}\n")
+
+
+def gather(dt: str, rank: int) -> tuple[str, list[str]]:
+    """out[i] = x[same position, but index[i] along dim]: x's stride along dim is
+    0 in its strides and ``xsd`` separately."""
+    params, kinds = _ptr("out", dt, rank, False)
+    for name, d in (("pi", "int64"), ("px", dt)):
+        p, k = _ptr(name, d, rank)
+        params += p
+        kinds += k
+    params += ["long xsd"] + [f"long n{d}" for d in range(1, rank)]
+    kinds += ["long"] * rank
+    body = (index_math(rank, ["out", "pi", "px"])
+            + f"\n    {store(dt, 'out', 'p_out', load(dt, 'px', 'p_px + pi[p_pi] * xsd'))}")
+    return _kernel_src(f"gather {dt}", {dt}, params, body), kinds
+
+
+def index(dt: str, rank: int, nidx: int) -> tuple[str, list[str]]:
+    """out[s, t] = x[idx0[s], ..., idx<k-1>[s], t]: the index tensors and x are
+    walked as operands of out's shape (strides 0 where they don't vary)."""
+    params, kinds = _ptr("out", dt, rank, False)
+    names = ["out"]
+    for j in range(nidx):
+        p, k = _ptr(f"pi{j}", "int64", rank)
+        params += p
+        kinds += k
+        names.append(f"pi{j}")
+    p, k = _ptr("px", dt, rank)
+    params += p + [f"long xsd{j}" for j in range(nidx)] + [f"long n{d}" for d in range(1, rank)]
+    kinds += k + ["long"] * (nidx + rank - 1)
+    at = " + ".join(["p_px"] + [f"pi{j}[p_pi{j}] * xsd{j}" for j in range(nidx)])
+    body = (index_math(rank, names + ["px"])
+            + f"\n    {store(dt, 'out', 'p_out', load(dt, 'px', at))}")
+    return _kernel_src(f"index {dt} by {nidx} index tensors", {dt}, params, body), kinds
+
+
+def scatter_add(dt: str, rank: int) -> tuple[str, list[str]]:
+    """One work item per column (a position with the dim left out) walks the dim
+    in order and adds into out: columns write disjoint elements, so there are
+    no races and the sum is deterministic."""
+    params, kinds = _ptr("out", dt, rank, False)
+    for name, d in (("pi", "int64"), ("ps", dt)):
+        p, k = _ptr(name, d, rank)
+        params += p
+        kinds += k
+    params += ["long osd", "long isd", "long ssd", "long len"] + [f"long n{d}" for d in range(1, rank)]
+    kinds += ["long"] * (4 + rank - 1)
+    ct = CTYPE[dt][1]
+    body = (index_math(rank, ["out", "pi", "ps"])
+            + f"""
+    for (long j = 0; j < len; j++) {{
+        const long at = p_out + pi[p_pi + j * isd] * osd;
+        const {ct} v = {load(dt, 'out', 'at')} + {load(dt, 'ps', 'p_ps + j * ssd')};
+        {store(dt, 'out', 'at', 'v')}
+    }}""")
+    return _kernel_src(f"scatter_add {dt}", {dt}, params, body), kinds
+
+
+def masked_select(dt: str, rank: int) -> str:
+    """Three kernels over chunks of the row-major order of x (and mask):
+    ``count`` the True per chunk, ``scan`` the counts into start positions (one
+    work item: there are few chunks), ``pack`` each chunk's elements there."""
+    px, _ = _ptr("px", dt, rank)
+    pm, _ = _ptr("pm", "bool", rank)
+    sizes = [f"long n{d}" for d in range(1, rank)]
+    walk = index_math(rank, ["px", "pm"], "e").replace("\n    ", "\n            ")
+    walk_mask = index_math(rank, ["pm"], "e").replace("\n    ", "\n            ")
+    common = ", ".join(pm + sizes + ["long n", "long chunk"])
+    return header({dt}) + f"""/* masked_select {dt} */
+__kernel void count(__global long *counts, {common})
+{{
+    const long g = get_global_id(0);
+    const long e1 = min(n, (g + 1) * chunk);
+    long c = 0;
+    for (long e = g * chunk; e < e1; e++) {{
+        {{
+            {walk_mask}
+            c += pm[p_pm] != 0;
+        }}
+    }}
+    counts[g] = c;
+}}
+
+__kernel void scan(__global long *counts, long groups)
+{{
+    long total = 0;
+    for (long g = 0; g < groups; g++) {{ const long c = counts[g]; counts[g] = total; total += c; }}
+}}
+
+__kernel void pack(__global {CTYPE[dt][0]} *out, long out_o, __global const long *counts,
+                   {", ".join(px)}, {common})
+{{
+    const long g = get_global_id(0);
+    const long e1 = min(n, (g + 1) * chunk);
+    long w = out_o + counts[g];
+    for (long e = g * chunk; e < e1; e++) {{
+        {{
+            {walk}
+            if (pm[p_pm]) {{ {store(dt, 'out', 'w', load(dt, 'px', 'p_px'))} w++; }}
+        }}
+    }}
+}}
+"""
+
+
+# -- matmul ---------------------------------------------------------------------------------
+
+
+def matmul_simple(dt: str, rank: int) -> tuple[str, list[str]]:
+    """One work item per output element: a dot product of length K along a's
+    row and b's column (the fallback for shapes the tiled kernel doesn't take)."""
+    params, kinds = _ptr("out", dt, rank, False)
+    for name in ("pa", "pb"):
+        p, k = _ptr(name, dt, rank)
+        params += p
+        kinds += k
+    params += ["long ask", "long bsk", "long K"] + [f"long n{d}" for d in range(1, rank)]
+    kinds += ["long"] * (3 + rank - 1)
+    ct = CTYPE[dt][1]
+    acc = "float" if dt == "float16" else ct
+    body = (index_math(rank, ["out", "pa", "pb"])
+            + f"""
+    {acc} acc = 0;
+    for (long kk = 0; kk < K; kk++)
+        acc += ({acc}){load(dt, 'pa', 'p_pa + kk * ask')} * ({acc}){load(dt, 'pb', 'p_pb + kk * bsk')};
+    {store(dt, 'out', 'p_out', 'acc')}""")
+    return _kernel_src(f"matmul {dt}, one dot product per work item", {dt}, params, body), kinds

@@ -1,0 +1,467 @@
+"""The Python side of every kernel: plan the launch, compile once, enqueue.
+
+Each op turns its views into a layout (see ``_plan``), looks up the compiled
+kernel for (op, dtypes, layout) in its device's cache, and enqueues it. Nothing
+here waits for the device except ``to_host``.
+"""
+
+from __future__ import annotations
+
+from math import prod
+from typing import Any, Callable
+
+import numpy as np
+
+from rtxcore.dispatch import View, contiguous_strides
+
+from . import codegen as C
+from . import runtime as R
+from .runtime import Buffer
+
+LOCAL = 256  # work-group size of elementwise launches; the tail runs in groups of 1
+
+_ARG = {"bool": np.uint8, "uint8": np.uint8, "int8": np.int8, "int16": np.int16,
+        "int32": np.int32, "int64": np.int64, "float16": np.float32,
+        "float32": np.float32, "float64": np.float64, "long": np.int64,
+        "ulong": np.uint64, "buf": None}
+
+
+# -- compiling and launching ------------------------------------------------------------
+
+
+def _kernel(dev: R.Device, key: tuple, make: Callable[[], tuple[str, list[str]]],
+            name: str = "k") -> Any:
+    """The compiled kernel for ``key`` on ``dev``, built by ``make()`` on first use."""
+    k = dev.programs.get(key)
+    if k is None:
+        src, kinds = make()
+        prg = dev.build(src, _describe(key))
+        k = getattr(prg, name)
+        k.set_scalar_arg_dtypes([_ARG[a] for a in kinds])
+        dev.programs[key] = k
+    return k
+
+
+def _describe(key: tuple) -> str:
+    op, *rest = key
+    return f"{op} ({', '.join(str(r) for r in rest)})"
+
+
+def _enqueue(dev: R.Device, k: Any, n: int, args: list[Any]) -> None:
+    """Run ``k`` once per element id 0..n-1: full work-groups of LOCAL, then the
+    remainder in groups of one (a bounds check in the kernel would cost more)."""
+    q = dev.queue
+    main = n - n % LOCAL
+    if main:
+        k(q, (main,), (LOCAL,), *args)
+    if main != n:
+        k(q, (n - main,), (1,), *args, global_offset=(main,))
+
+
+# -- layouts ----------------------------------------------------------------------------
+
+
+def coalesce(shape: tuple[int, ...], strides: list[tuple[int, ...]]) -> tuple[list[int], list[list[int]]]:
+    """Drop size-1 dims and merge neighbours that every operand walks as one.
+    Keeps the row-major order of elements; returns at least one dim."""
+    dims: list[int] = []
+    sts: list[list[int]] = [[] for _ in strides]
+    for d in range(len(shape) - 1, -1, -1):  # innermost first
+        n = shape[d]
+        if n == 1:
+            continue
+        if dims and all(s[d] == acc[-1] * dims[-1] for s, acc in zip(strides, sts)):
+            dims[-1] *= n
+            continue
+        dims.append(n)
+        for s, acc in zip(strides, sts):
+            acc.append(s[d])
+    if not dims:
+        return [1], [[1] for _ in strides]
+    dims.reverse()
+    for acc in sts:
+        acc.reverse()
+    return dims, sts
+
+
+def _plan(out: View, views: list[View]) -> tuple[str, list[int], list[list[int]]]:
+    """("c", [n], ...) when every operand is contiguous, else ("s", dims, strides)."""
+    dims, sts = coalesce(out.shape, [out.strides] + [v.strides for v in views])
+    if len(dims) == 1 and all(s[0] == 1 for s in sts):
+        return "c", dims, sts
+    return "s", dims, sts
+
+
+def elementwise(op: str, expr: str, out: View, ins: list[Any], in_dtypes: list[str],
+                prologue: str = "", ct: str | None = None,
+                extra: tuple[tuple[str, str], ...] = (), extra_args: tuple = ()) -> None:
+    """``out = expr(ins)``. ``ins`` are Views or scalars (already of their op's
+    dtype); ``in_dtypes`` names each one's dtype."""
+    n = prod(out.shape)
+    if n == 0:
+        return
+    dev = out.buffer.dev
+    views = [v for v in ins if type(v) is View]
+    lay, dims, sts = _plan(out, views)
+    rank = len(dims)
+    layouts = tuple("k" if type(v) is not View else lay for v in ins)
+    key = (op, out.dtype.name, *in_dtypes, lay + "".join(layouts), rank if lay == "s" else 0)
+
+    def make() -> tuple[str, list[str]]:
+        return C.elementwise(op, expr, (out.dtype.name, lay), list(zip(in_dtypes, layouts)),
+                             rank if lay == "s" else 1, prologue, ct, extra)
+
+    k = _kernel(dev, key, make)
+    args: list[Any] = [out.buffer.mem, out.offset]
+    if lay == "s":
+        args += sts[0]
+    j = 1
+    for v in ins:
+        if type(v) is View:
+            args += [v.buffer.mem, v.offset]
+            if lay == "s":
+                args += sts[j]
+            j += 1
+        else:
+            args.append(v)
+    if lay == "s":
+        args += dims[1:]
+    args += extra_args
+    _enqueue(dev, k, n, args)
+
+
+def _dtype_of(v: Any, other: Any) -> str:
+    return (v if type(v) is View else other).dtype.name
+
+
+def unary(op: str) -> Callable[..., None]:
+    def kernel(out: View, x: View) -> None:
+        dt = x.dtype.name
+        elementwise(op, C.expression(C.UNARY, op, dt), out, [x], [dt])
+
+    kernel.__name__ = op
+    return kernel
+
+
+def binary(op: str) -> Callable[..., None]:
+    def kernel(out: View, x: Any, y: Any) -> None:
+        dt = _dtype_of(x, y)
+        pro = C.INT_POW if op == "pow" and dt not in C.FLOATS else ""
+        elementwise(op, C.expression(C.BINARY, op, dt), out, [x, y], [dt, dt], pro)
+
+    kernel.__name__ = op
+    return kernel
+
+
+def where(out: View, cond: View, x: Any, y: Any) -> None:
+    dt = out.dtype.name
+    elementwise("where", "a ? b : c", out, [cond, x, y], ["bool", dt, dt], ct=C.CTYPE[dt][1])
+
+
+# -- memory -----------------------------------------------------------------------------
+
+
+def empty(shape: tuple[int, ...], dtype: Any, index: int) -> tuple[Buffer, View]:
+    n = prod(shape)
+    buf = R.device(index).alloc(n * dtype.itemsize, f"{n} x {dtype.name}")
+    return buf, View(buf, shape, contiguous_strides(shape), 0, dtype)
+
+
+def from_host(arr: np.ndarray, dtype: Any, index: int) -> tuple[Buffer, View]:
+    buf, view = empty(arr.shape, dtype, index)
+    R.write(buf, np.ascontiguousarray(arr, dtype.numpy))
+    return buf, view
+
+
+def to_host(x: View) -> np.ndarray:
+    out = np.empty(x.shape, x.dtype.numpy)
+    if out.size == 0:
+        return out
+    if not x.is_contiguous():
+        _, tmp = empty(x.shape, x.dtype, x.buffer.dev.index)
+        copy(tmp, x)
+        x = tmp
+    R.read(out, x.buffer, x.offset * x.dtype.itemsize)
+    return out
+
+
+def full(out: View, value: Any) -> None:
+    dt = out.dtype.name
+    elementwise("full", "a", out, [value], [dt])
+
+
+def copy(out: View, x: View) -> None:
+    n = prod(out.shape)
+    if n and out.is_contiguous() and x.is_contiguous():
+        isz = x.dtype.itemsize
+        R.cl.enqueue_copy(out.buffer.dev.queue, out.buffer.mem, x.buffer.mem,
+                          byte_count=n * isz, src_offset=x.offset * isz,
+                          dst_offset=out.offset * isz)
+        return
+    elementwise("copy", "a", out, [x], [x.dtype.name])
+
+
+def cast(out: View, x: View) -> None:
+    if out.dtype is x.dtype:
+        return copy(out, x)
+    elementwise("cast", "a", out, [x], [x.dtype.name])
+
+
+def arange(out: View, start: Any, step: Any) -> None:
+    dev = out.buffer.dev
+    dt = out.dtype.name
+    if dt in C.FLOATS:
+        wide = "float64" if dev.fp64 else "float32"
+    else:
+        wide = "int64"
+    elementwise("arange", "a + (CT)i * b", out, [start, step], [wide, wide],
+                ct=C.CTYPE[wide][1])
+
+
+# counter-based random numbers: Philox4x32-10, one counter per element
+PHILOX = """
+uint4 philox(ulong ctr, ulong key) {
+    uint4 c = (uint4)((uint)ctr, (uint)(ctr >> 32), 0u, 0u);
+    uint2 k = (uint2)((uint)key, (uint)(key >> 32));
+    for (int r = 0; r < 10; r++) {
+        uint hi0 = mul_hi(0xD2511F53u, c.x), lo0 = 0xD2511F53u * c.x;
+        uint hi1 = mul_hi(0xCD9E8D57u, c.z), lo1 = 0xCD9E8D57u * c.z;
+        c = (uint4)(hi1 ^ c.y ^ k.x, lo1, hi0 ^ c.w ^ k.y, lo0);
+        k += (uint2)(0x9E3779B9u, 0xBB67AE85u);
+    }
+    return c;
+}
+"""
+
+# uniform in [0, 1) from the draw `r`, exactly representable in each dtype
+_UNIT = {
+    "float16": "(float)(r.x >> 21) * 0x1.0p-11f",
+    "float32": "(float)(r.x >> 8) * 0x1.0p-24f",
+    "float64": "((double)(r.x >> 5) * 67108864.0 + (double)(r.y >> 6)) * 0x1.0p-53",
+}
+# a standard normal by Box-Muller (u1 in (0, 1], so the log is finite)
+_NORMAL = {
+    "float16": "sqrt(-2.0f * log(((float)(r.x >> 8) + 1.0f) * 0x1.0p-24f)) "
+               "* cospi(2.0f * (float)(r.y >> 8) * 0x1.0p-24f)",
+    "float32": "sqrt(-2.0f * log(((float)(r.x >> 8) + 1.0f) * 0x1.0p-24f)) "
+               "* cospi(2.0f * (float)(r.y >> 8) * 0x1.0p-24f)",
+    "float64": "sqrt(-2.0 * log(((double)(r.x >> 5) * 67108864.0 + (double)(r.y >> 6) + 1.0) "
+               "* 0x1.0p-53)) * cospi(2.0 * ((double)(r.z >> 5) * 67108864.0 "
+               "+ (double)(r.w >> 6)) * 0x1.0p-53)",
+}
+
+
+def _random(op: str, draw: str, out: View, a: float, b: float, seed: int, offset: int) -> None:
+    dt = out.dtype.name
+    ct = C.CTYPE[dt][1]
+    pro = PHILOX + f"CT draw(ulong ctr, ulong key) {{ uint4 r = philox(ctr, key); return {draw}; }}\n"
+    elementwise(op, "a + draw(ctr + i, key) * b", out, [a, b], [dt, dt], pro, ct,
+                extra=(("ulong key", "ulong"), ("ulong ctr", "ulong")),
+                extra_args=(seed & 0xFFFFFFFFFFFFFFFF, offset & 0xFFFFFFFFFFFFFFFF))
+
+
+def uniform(out: View, low: float, high: float, seed: int, offset: int) -> None:
+    _random("uniform", _UNIT[out.dtype.name], out, low, high - low, seed, offset)
+
+
+def normal(out: View, mean: float, std: float, seed: int, offset: int) -> None:
+    _random("normal", _NORMAL[out.dtype.name], out, mean, std, seed, offset)
+
+
+# -- reductions -------------------------------------------------------------------------
+
+_AT_DTYPE = {"float": "float32", "double": "float64", "long": "int64", "int": "int32",
+             "short": "int16", "char": "int8", "uchar": "uint8"}
+
+
+def _reduce(op: str, out: View, x: View, axes: tuple[int, ...], arg: bool = False) -> None:
+    """Reduce ``x`` over ``axes`` into ``out`` (``x``'s shape with those axes 1)."""
+    M = prod(out.shape)
+    if M == 0:
+        return
+    dev = x.buffer.dev
+    keep = [d for d in range(len(x.shape)) if d not in axes]
+    oshape, (ost, xst) = coalesce(tuple(x.shape[d] for d in keep),
+                                  [tuple(out.strides[d] for d in keep),
+                                   tuple(x.strides[d] for d in keep)])
+    ishape, (ist,) = coalesce(tuple(x.shape[d] for d in axes), [tuple(x.strides[d] for d in axes)])
+    K = prod(ishape)
+    ro, ri = len(oshape), len(ishape)
+    # One work item per output when the reduction is short, or when outputs sit
+    # side by side in x and the reduced elements don't (a column sum): the work
+    # items then read neighbouring memory. Otherwise a work-group per output.
+    if K <= 16 or (ist[-1] != 1 and xst[-1] == 1 and M >= 64):
+        mode = "serial"
+    else:
+        mode = "tree"
+    L = C.REDUCE_LOCAL
+    parts = 1
+    if mode == "tree":
+        want = 4 * dev.compute_units
+        if M < want and K > 8 * L and not arg:  # (an index can't be split)
+            parts = min(-(-want // M), -(-K // (4 * L)))
+    chunk = -(-K // parts)
+    xdt, odt = x.dtype.name, out.dtype.name
+    args = [x.buffer.mem, x.offset, *xst, *ist, *oshape[1:], *ishape[1:], K, parts, chunk]
+    if parts == 1:
+        key = (op, xdt, odt, ro, ri, mode)
+        k = _kernel(dev, key, lambda: C.reduction(op, xdt, odt, ro, ri, mode, arg))
+        if mode == "serial":
+            _enqueue(dev, k, M, [out.buffer.mem, out.offset, *ost, *args])
+        else:
+            k(dev.queue, (M * L,), (L,), out.buffer.mem, out.offset, *ost, *args)
+        return
+    # two launches: `parts` partial results per output into tmp, then reduce those
+    at = C.CTYPE[odt][1]
+    tdt = _AT_DTYPE[at]
+    tmp = dev.alloc(M * parts * np.dtype(_ARG[tdt]).itemsize, "reduction partials")
+    key = (op, xdt, odt, ro, ri, "partial")
+    k = _kernel(dev, key, lambda: C.reduction(op, xdt, odt, ro, ri, "partial"))
+    k(dev.queue, (M * parts * L,), (L,), tmp.mem, 0, *ost, *args)
+    key2 = (op, tdt, odt, ro, 1, "tree")
+    k2 = _kernel(dev, key2, lambda: C.reduction(op, tdt, odt, ro, 1, "tree"))
+    # the partials of output o sit at tmp[o * parts : (o + 1) * parts]
+    tst = [parts * prod(oshape[d + 1:]) for d in range(ro)]
+    k2(dev.queue, (M * L,), (L,), out.buffer.mem, out.offset, *ost, tmp.mem, 0, *tst, 1,
+       *oshape[1:], parts, 1, parts)
+
+
+def reduction(op: str) -> Callable[..., None]:
+    def kernel(out: View, x: View, axes: tuple[int, ...]) -> None:
+        _reduce(op, out, x, axes)
+
+    kernel.__name__ = op
+    return kernel
+
+
+def argreduction(op: str) -> Callable[..., None]:
+    def kernel(out: View, x: View, axis: int) -> None:
+        _reduce(op, out, x, (axis,), arg=True)
+
+    kernel.__name__ = op
+    return kernel
+
+
+# -- indexing ---------------------------------------------------------------------------
+
+
+def gather(out: View, x: View, dim: int, index: View) -> None:
+    n = prod(out.shape)
+    if n == 0:
+        return
+    dev = out.buffer.dev
+    xst = list(x.strides)
+    xsd, xst[dim] = xst[dim], 0
+    dims, (ost, ist, xs) = coalesce(out.shape, [out.strides, index.strides, tuple(xst)])
+    dt, rank = out.dtype.name, len(dims)
+    k = _kernel(dev, ("gather", dt, rank), lambda: C.gather(dt, rank))
+    _enqueue(dev, k, n, [out.buffer.mem, out.offset, *ost, index.buffer.mem, index.offset, *ist,
+                         x.buffer.mem, x.offset, *xs, xsd, *dims[1:]])
+
+
+def index(out: View, x: View, indices: tuple[View, ...]) -> None:
+    n = prod(out.shape)
+    if n == 0:
+        return
+    dev = out.buffer.dev
+    nidx = len(indices)
+    tail = len(x.shape) - nidx  # x's dims after the indexed ones
+    lead = len(out.shape) - tail
+    strides = [out.strides]
+    for v in indices:  # each has the leading shape; it doesn't vary along x's tail
+        strides.append(tuple(v.strides) + (0,) * tail)
+    strides.append((0,) * lead + tuple(x.strides[nidx:]))
+    dims, sts = coalesce(out.shape, strides)
+    dt, rank = out.dtype.name, len(dims)
+    k = _kernel(dev, ("index", dt, rank, nidx), lambda: C.index(dt, rank, nidx))
+    args: list[Any] = [out.buffer.mem, out.offset, *sts[0]]
+    for j, v in enumerate(indices):
+        args += [v.buffer.mem, v.offset, *sts[1 + j]]
+    args += [x.buffer.mem, x.offset, *sts[-1], *(x.strides[j] for j in range(nidx)), *dims[1:]]
+    _enqueue(dev, k, n, args)
+
+
+def scatter_add(out: View, dim: int, index: View, src: View) -> None:
+    length = index.shape[dim] if index.shape else 1
+    cols = prod(index.shape) // length if length else 0
+    if cols == 0:
+        return
+    dev = out.buffer.dev
+
+    def drop(t: tuple[int, ...]) -> tuple[int, ...]:
+        return t[:dim] + t[dim + 1:]
+
+    along = (out.strides[dim], index.strides[dim], src.strides[dim]) if index.shape else (0, 0, 0)
+    dims, (ost, ist, sst) = coalesce(drop(index.shape),
+                                     [drop(out.strides), drop(index.strides), drop(src.strides)])
+    dt, rank = out.dtype.name, len(dims)
+    k = _kernel(dev, ("scatter_add", dt, rank), lambda: C.scatter_add(dt, rank))
+    _enqueue(dev, k, cols, [out.buffer.mem, out.offset, *ost, index.buffer.mem, index.offset, *ist,
+                            src.buffer.mem, src.offset, *sst, *along, length, *dims[1:]])
+
+
+def masked_select(out: View, x: View, mask: View) -> None:
+    n = prod(x.shape)
+    if n == 0 or prod(out.shape) == 0:
+        return
+    dev = out.buffer.dev
+    dims, (xst, mst) = coalesce(x.shape, [x.strides, mask.strides])
+    dt, rank = x.dtype.name, len(dims)
+    key = ("masked_select", dt, rank)
+    prg = dev.programs.get(key)
+    if prg is None:
+        prg = dev.build(C.masked_select(dt, rank), _describe(key))
+        sizes = [np.int64] * (rank + 1)  # n1.., n, chunk
+        walked = [None, np.int64] + [np.int64] * rank
+        prg = (prg.count, prg.scan, prg.pack)
+        prg[0].set_scalar_arg_dtypes([None, *walked, *sizes])
+        prg[1].set_scalar_arg_dtypes([None, np.int64])
+        prg[2].set_scalar_arg_dtypes([None, np.int64, None, *walked, *walked, *sizes])
+        dev.programs[key] = prg
+    count, scan, pack = prg
+    chunk = max(1024, -(-n // 256))
+    groups = -(-n // chunk)
+    counts = dev.alloc(groups * 8, "masked_select counts")
+    q = dev.queue
+    m_args = [mask.buffer.mem, mask.offset, *mst, *dims[1:], n, chunk]
+    count(q, (groups,), (1,), counts.mem, *m_args)
+    scan(q, (1,), (1,), counts.mem, groups)
+    pack(q, (groups,), (1,), out.buffer.mem, out.offset, counts.mem,
+         x.buffer.mem, x.offset, *xst, *m_args)
+
+
+# -- matmul -----------------------------------------------------------------------------
+
+
+def matmul(out: View, a: View, b: View) -> None:
+    *batch, n, m = out.shape
+    K = a.shape[-1]
+    if prod(out.shape) == 0:
+        return
+    if K == 0:
+        return full(out, 0)
+    dev = out.buffer.dev
+    nb = len(batch)
+    # the output's index space (batch..., n, m); a doesn't vary along m, b along n
+    shape = out.shape
+    sa = tuple(a.strides[:nb]) + (a.strides[-2], 0)
+    sb = tuple(b.strides[:nb]) + (0, b.strides[-1])
+    dims, (ost, ast, bst) = coalesce(shape, [out.strides, sa, sb])
+    dt, rank = out.dtype.name, len(dims)
+    k = _kernel(dev, ("matmul", dt, rank), lambda: C.matmul_simple(dt, rank))
+    _enqueue(dev, k, prod(shape), [out.buffer.mem, out.offset, *ost, a.buffer.mem, a.offset, *ast,
+                                   b.buffer.mem, b.offset, *bst, a.strides[-1], b.strides[-2], K,
+                                   *dims[1:]])
+
+
+KERNELS: dict[str, Callable[..., Any]] = {
+    "empty": empty, "from_host": from_host, "to_host": to_host, "full": full,
+    "arange": arange, "copy": copy, "cast": cast, "uniform": uniform, "normal": normal,
+    "where": where,
+}
+KERNELS.update({op: unary(op) for op in C.UNARY if op not in ("copy", "cast")})
+KERNELS.update({op: binary(op) for op in C.BINARY})
+KERNELS.update({op: reduction(op) for op in C.REDUCE})
+KERNELS.update(argmax=argreduction("argmax"), argmin=argreduction("argmin"))
+KERNELS.update(gather=gather, index=index, scatter_add=scatter_add, masked_select=masked_select)
+KERNELS["matmul"] = matmul

@@ -1,0 +1,236 @@
+"""Devices, queues, memory and compiled programs.
+
+Everything that touches PyOpenCL lives here and is set up on first use, so
+importing rtx_opencl never fails: without PyOpenCL or without any OpenCL
+platform the backend reports why (``problem()``) and stays unavailable.
+
+One context, one in-order queue and one memory pool per device. Kernels are
+enqueued and never waited for; only reads to the host wait. A freed buffer goes
+back to the pool and may be handed out again at once: the queue is in order, so
+kernels still using the old contents run before any that write the new ones.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+import numpy as np
+
+cl: Any = None  # pyopencl, once imported
+
+_lock = threading.RLock()
+_devices: list["Device"] | None = None
+_problem: str | None = None
+
+FIX_NO_PYOPENCL = "install it with: pip install 'rtx-opencl[pocl]' (PyOpenCL and PoCL, a CPU OpenCL)"
+FIX_NO_PLATFORM = ("install an OpenCL driver for your hardware, or PoCL for the CPU: "
+                   "pip install pocl-binary-distribution")
+
+
+class OutOfMemoryError(RuntimeError):
+    """An allocation on an OpenCL device failed (a RuntimeError, as in PyTorch)."""
+
+
+class Buffer:
+    """One allocation: the pooled OpenCL buffer and the device it lives on."""
+
+    __slots__ = ("mem", "dev", "nbytes", "__weakref__")
+
+    def __init__(self, mem: Any, dev: "Device", nbytes: int) -> None:
+        self.mem = mem
+        self.dev = dev
+        self.nbytes = nbytes
+
+
+def _gib(n: int) -> str:
+    if n >= 1 << 30:
+        return f"{n / (1 << 30):.2f} GiB"
+    if n >= 1 << 20:
+        return f"{n / (1 << 20):.1f} MiB"
+    return f"{n} bytes"
+
+
+class Device:
+    """One OpenCL device: its context, queue, memory pool and compiled programs."""
+
+    def __init__(self, index: int, cl_device: Any) -> None:
+        self.index = index
+        self.cl_device = cl_device
+        self.name = cl_device.name.strip()
+        self.platform = cl_device.platform.name.strip()
+        ext = set(cl_device.extensions.split())
+        self.fp64 = "cl_khr_fp64" in ext or cl_device.double_fp_config != 0
+        self.fp16 = "cl_khr_fp16" in ext
+        self.max_alloc = int(cl_device.max_mem_alloc_size)
+        self.global_mem = int(cl_device.global_mem_size)
+        self.max_work_group = int(cl_device.max_work_group_size)
+        self.compute_units = int(cl_device.max_compute_units)
+        self.local_mem = int(cl_device.local_mem_size)
+        self._ctx: Any = None
+        self._queue: Any = None
+        self._pool: Any = None
+        self.programs: dict[Any, Any] = {}  # key -> compiled kernel launcher
+        self.compile_seconds = 0.0  # total time spent building programs
+        self.compiles = 0
+
+    def __repr__(self) -> str:
+        return f"opencl:{self.index}"
+
+    def _open(self) -> None:
+        from pyopencl.tools import ImmediateAllocator, MemoryPool
+
+        with _lock:
+            if self._ctx is None:
+                ctx = cl.Context([self.cl_device])
+                queue = cl.CommandQueue(ctx)
+                self._pool = MemoryPool(ImmediateAllocator(queue))
+                self._queue = queue
+                self._ctx = ctx
+
+    @property
+    def ctx(self) -> Any:
+        if self._ctx is None:
+            self._open()
+        return self._ctx
+
+    @property
+    def queue(self) -> Any:
+        if self._queue is None:
+            self._open()
+        return self._queue
+
+    def alloc(self, nbytes: int, what: str) -> Buffer:
+        """A buffer of ``nbytes`` from the pool. ``what`` ("4096 x float32")
+        names the request in the error if it can't be had."""
+        if self._pool is None:
+            self._open()
+        if nbytes > self.max_alloc:
+            raise OutOfMemoryError(
+                f"opencl:{self.index} ({self.name}): out of memory: tried to allocate "
+                f"{_gib(nbytes)} ({what}); the device allows at most {_gib(self.max_alloc)} "
+                f"in one buffer ({_gib(self.global_mem)} in all)"
+            )
+        try:
+            mem = self._pool.allocate(max(nbytes, 8))
+        except cl.Error as exc:  # MEM_OBJECT_ALLOCATION_FAILURE and friends
+            self._pool.free_held()
+            try:
+                mem = self._pool.allocate(max(nbytes, 8))
+            except cl.Error:
+                raise OutOfMemoryError(
+                    f"opencl:{self.index} ({self.name}): out of memory: tried to allocate "
+                    f"{_gib(nbytes)} ({what}) with {_gib(self.held_bytes())} in use of "
+                    f"{_gib(self.global_mem)}; free some tensors or use smaller batches "
+                    f"({exc})"
+                ) from None
+        return Buffer(mem, self, nbytes)
+
+    def held_bytes(self) -> int:
+        return 0 if self._pool is None else int(self._pool.active_bytes)
+
+    def empty_cache(self) -> None:
+        if self._pool is not None:
+            self._pool.free_held()
+
+    def build(self, source: str, what: str) -> Any:
+        """Compile ``source``; a failure names ``what`` (op and dtypes) and shows
+        the compiler's log."""
+        import time
+
+        options = ["-cl-std=CL1.2"]
+        t0 = time.perf_counter()
+        try:
+            prg = cl.Program(self.ctx, source).build(options=options)
+        except cl.RuntimeError as exc:
+            log = str(exc)
+            raise RuntimeError(
+                f"opencl:{self.index}: the kernel for {what} failed to build on {self.name}.\n"
+                f"compiler log:\n{log}\n--- source ---\n{_numbered(source)}"
+            ) from None
+        self.compile_seconds += time.perf_counter() - t0
+        self.compiles += 1
+        return prg
+
+
+def _numbered(src: str) -> str:
+    return "\n".join(f"{i + 1:4d}  {line}" for i, line in enumerate(src.splitlines()))
+
+
+def _discover() -> None:
+    global _devices, _problem, cl
+    with _lock:
+        if _devices is not None:
+            return
+        try:
+            import pyopencl
+
+            cl = pyopencl
+        except Exception as exc:  # ImportError, or a broken install
+            _devices = []
+            _problem = f"PyOpenCL is not importable ({type(exc).__name__}: {exc}); {FIX_NO_PYOPENCL}"
+            return
+        try:
+            platforms = cl.get_platforms()
+        except Exception as exc:  # no ICD loader entry, PLATFORM_NOT_FOUND_KHR
+            platforms = []
+            detail = f" ({exc})"
+        else:
+            detail = ""
+        found = []
+        # a stable order: by platform name, then the platform's own device order
+        for p in sorted(platforms, key=lambda p: (p.name, p.vendor, p.version)):
+            try:
+                found.extend(p.get_devices())
+            except Exception:  # a platform with no devices raises DEVICE_NOT_FOUND
+                continue
+        if not found:
+            _devices = []
+            _problem = f"no OpenCL platform or device found{detail}; {FIX_NO_PLATFORM}"
+            return
+        _devices = [Device(i, d) for i, d in enumerate(found)]
+        _problem = None
+
+
+def devices() -> list[Device]:
+    if _devices is None:
+        _discover()
+    return _devices  # type: ignore[return-value]
+
+
+def problem() -> str | None:
+    """Why there is no usable OpenCL device, with the fix; None when there is one."""
+    if _devices is None:
+        _discover()
+    return _problem
+
+
+def device(index: int) -> Device:
+    return devices()[index]
+
+
+# -- transfers ------------------------------------------------------------------------------
+
+
+def write(buf: Buffer, arr: np.ndarray) -> None:
+    """Copy a C-contiguous host array into the start of ``buf`` (waits: the
+    caller may change the array as soon as this returns)."""
+    if arr.nbytes:
+        cl.enqueue_copy(buf.dev.queue, buf.mem, arr, is_blocking=True)
+
+
+def read(arr: np.ndarray, buf: Buffer, byte_offset: int) -> None:
+    """Copy ``arr.nbytes`` bytes from ``buf`` at ``byte_offset`` into ``arr``; waits."""
+    if arr.nbytes:
+        cl.enqueue_copy(buf.dev.queue, arr, buf.mem, src_offset=byte_offset, is_blocking=True)
+
+
+def synchronize(index: int | None = None) -> None:
+    for d in devices() if index is None else [device(index)]:
+        if d._queue is not None:
+            d._queue.finish()
+
+
+def env_flag(name: str) -> bool:
+    return os.environ.get(name, "").lower() not in ("", "0", "false", "off", "no")
