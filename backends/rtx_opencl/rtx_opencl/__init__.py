@@ -51,16 +51,16 @@ class OpenCLBackend(Backend):
             "compute units": d.compute_units,
             "global memory": runtime._gib(d.global_mem),
             "fp64": d.fp64,
-            "fp16": d.fp16,
+            "fp16 arithmetic": d.fp16,
         }
 
     def dtypes(self, index: int) -> frozenset[str]:
-        d = runtime.device(index)
+        # float16 is stored as half and computed in float (vload_half and
+        # vstore_half are core OpenCL), so every device has it; float64 needs
+        # cl_khr_fp64.
         names = set(super().dtypes(index))
-        if not d.fp64:
+        if not runtime.device(index).fp64:
             names.discard("float64")
-        if not d.fp16:
-            names.discard("float16")
         return frozenset(names)
 
 

@@ -97,7 +97,7 @@ def load(dtype: str, ptr: str, idx: str) -> str:
 
 def store(dtype: str, ptr: str, idx: str, value: str) -> str:
     if dtype == "float16":
-        return f"vstore_half_rte({value}, {idx}, {ptr});"
+        return f"vstore_half_rte((float)({value}), {idx}, {ptr});"
     if dtype == "bool":
         return f"{ptr}[{idx}] = (uchar)(({value}) != 0);"
     return f"{ptr}[{idx}] = ({CTYPE[dtype][0]})({value});"
@@ -439,7 +439,7 @@ def matmul_simple(dt: str, rank: int) -> tuple[str, list[str]]:
     params += ["long ask", "long bsk", "long K"] + [f"long n{d}" for d in range(1, rank)]
     kinds += ["long"] * (3 + rank - 1)
     ct = CTYPE[dt][1]
-    acc = "float" if dt == "float16" else ct
+    acc = {"float16": "float", "bool": "int"}.get(dt, ct)
     body = (index_math(rank, ["out", "pa", "pb"])
             + f"""
     {acc} acc = 0;

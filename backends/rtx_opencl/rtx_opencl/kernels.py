@@ -14,7 +14,9 @@ import numpy as np
 
 from rtxcore.dispatch import View, contiguous_strides
 
+from . import blas as BLAS
 from . import codegen as C
+from . import matmul as MM
 from . import runtime as R
 from .runtime import Buffer
 
@@ -210,8 +212,8 @@ def cast(out: View, x: View) -> None:
 def arange(out: View, start: Any, step: Any) -> None:
     dev = out.buffer.dev
     dt = out.dtype.name
-    if dt in C.FLOATS:
-        wide = "float64" if dev.fp64 else "float32"
+    if dt in C.FLOATS or not (isinstance(start, int) and isinstance(step, int)):
+        wide = "float64" if dev.fp64 else "float32"  # (then truncated to an int dtype)
     else:
         wide = "int64"
     elementwise("arange", "a + (CT)i * b", out, [start, step], [wide, wide],
@@ -433,6 +435,35 @@ def masked_select(out: View, x: View, mask: View) -> None:
 # -- matmul -----------------------------------------------------------------------------
 
 
+def _matmul_simple(out: View, a: View, b: View) -> None:
+    *batch, n, m = out.shape
+    dev = out.buffer.dev
+    nb = len(batch)
+    # the output's index space (batch..., n, m); a doesn't vary along m, b along n
+    sa = tuple(a.strides[:nb]) + (a.strides[-2], 0)
+    sb = tuple(b.strides[:nb]) + (0, b.strides[-1])
+    dims, (ost, ast, bst) = coalesce(out.shape, [out.strides, sa, sb])
+    dt, rank = out.dtype.name, len(dims)
+    k = _kernel(dev, ("matmul_simple", dt, rank), lambda: C.matmul_simple(dt, rank))
+    _enqueue(dev, k, prod(out.shape), [out.buffer.mem, out.offset, *ost, a.buffer.mem, a.offset,
+                                       *ast, b.buffer.mem, b.offset, *bst, a.strides[-1],
+                                       b.strides[-2], a.shape[-1], *dims[1:]])
+
+
+def _matmul_kernels(dev: R.Device, dt: str) -> dict[str, Any]:
+    key = ("matmul", dt)
+    ks = dev.programs.get(key)
+    if ks is None:
+        ct = C.CTYPE[dt][1]
+        prg = dev.build(MM.source(ct, ct), f"matmul ({dt})")
+        ks = {}
+        for name, arg_dtypes in MM.ARG_DTYPES.items():
+            ks[name] = getattr(prg, name)
+            ks[name].set_scalar_arg_dtypes(arg_dtypes)
+        dev.programs[key] = ks
+    return ks
+
+
 def matmul(out: View, a: View, b: View) -> None:
     *batch, n, m = out.shape
     K = a.shape[-1]
@@ -440,18 +471,30 @@ def matmul(out: View, a: View, b: View) -> None:
         return
     if K == 0:
         return full(out, 0)
+    dt = out.dtype.name
+    if dt in ("bool", "float16"):  # (bool: logical; half: accumulates in float)
+        return _matmul_simple(out, a, b)
+    if BLAS.enabled() and BLAS.gemm(out, a, b):
+        return
     dev = out.buffer.dev
     nb = len(batch)
-    # the output's index space (batch..., n, m); a doesn't vary along m, b along n
-    shape = out.shape
-    sa = tuple(a.strides[:nb]) + (a.strides[-2], 0)
-    sb = tuple(b.strides[:nb]) + (0, b.strides[-1])
-    dims, (ost, ast, bst) = coalesce(shape, [out.strides, sa, sb])
-    dt, rank = out.dtype.name, len(dims)
-    k = _kernel(dev, ("matmul", dt, rank), lambda: C.matmul_simple(dt, rank))
-    _enqueue(dev, k, prod(shape), [out.buffer.mem, out.offset, *ost, a.buffer.mem, a.offset, *ast,
-                                   b.buffer.mem, b.offset, *bst, a.strides[-1], b.strides[-2], K,
-                                   *dims[1:]])
+    if nb:
+        bdims, (obs, abs_, bbs) = coalesce(tuple(batch), [out.strides[:nb], a.strides[:nb],
+                                                          b.strides[:nb]])
+    else:
+        bdims, (obs, abs_, bbs) = [1], ([0], [0], [0])
+    ks = _matmul_kernels(dev, dt)
+    isz = out.dtype.itemsize
+    # the kernels take one batch dim; further (rare: non-mergeable) ones loop here
+    for idx in np.ndindex(*bdims[:-1]):
+        oo = out.offset + sum(i * s for i, s in zip(idx, obs))
+        ao = a.offset + sum(i * s for i, s in zip(idx, abs_))
+        bo = b.offset + sum(i * s for i, s in zip(idx, bbs))
+        MM.launch(dev, ks, isz,
+                  (out.buffer.mem, oo, (obs[-1], out.strides[-2], out.strides[-1])),
+                  (a.buffer.mem, ao, (abs_[-1], a.strides[-2], a.strides[-1])),
+                  (b.buffer.mem, bo, (bbs[-1], b.strides[-2], b.strides[-1])),
+                  bdims[-1], n, K, m)
 
 
 KERNELS: dict[str, Callable[..., Any]] = {

@@ -36,12 +36,13 @@ class OutOfMemoryError(RuntimeError):
 class Buffer:
     """One allocation: the pooled OpenCL buffer and the device it lives on."""
 
-    __slots__ = ("mem", "dev", "nbytes", "__weakref__")
+    __slots__ = ("mem", "dev", "nbytes", "arrays", "__weakref__")
 
     def __init__(self, mem: Any, dev: "Device", nbytes: int) -> None:
         self.mem = mem
         self.dev = dev
         self.nbytes = nbytes
+        self.arrays: dict[str, Any] | None = None  # pyopencl Arrays for pyclblast
 
 
 def _gib(n: int) -> str:
