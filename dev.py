@@ -22,11 +22,13 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 PY = VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 
-PACKAGES = [".", "backends/rtx_cpu"]
+PACKAGES = [".", "backends/rtx_cpu", "backends/rtx_opencl"]
+# PoCL: an OpenCL driver for the CPU, so the opencl backend runs (and is tested) anywhere
+OPENCL = ["pocl-binary-distribution>=3.0"]
 EXAMPLES = ["tqdm>=4.60", "scikit-learn>=1.3"]  # what examples/train_digits.py needs
 EXTRAS = {
-    "demo": EXAMPLES,
-    "test": ["pytest>=7", "hypothesis>=6", *EXAMPLES],
+    "demo": [*EXAMPLES, *OPENCL],
+    "test": ["pytest>=7", "hypothesis>=6", *EXAMPLES, *OPENCL],
     "bench": ["torch==2.13.0"],
 }
 
@@ -51,7 +53,15 @@ def setup(kind: str) -> None:
         return
     editable = [a for pkg in PACKAGES for a in ("-e", pkg)]
     run([str(PY), "-m", "pip", "install", "-q", *editable, *extras])
+    if kind == "test" and _have_clblast():
+        # optional: CLBlast's GEMM for the opencl backend (RTX_OPENCL_MATMUL=clblast);
+        # pyclblast builds only where the CLBlast library is installed
+        run([str(PY), "-m", "pip", "install", "-q", "pyclblast>=1.4"])
     stamp.write_text(key.hexdigest())
+
+
+def _have_clblast() -> bool:
+    return any(Path(d, "clblast_c.h").exists() for d in ("/usr/include", "/usr/local/include"))
 
 
 def main(argv: list[str]) -> int:

@@ -34,6 +34,24 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("device", _devices())
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    # CI sets RTX_REQUIRE_DEVICES=cpu,opencl: a device that is missing there
+    # is a failure, not a reason to run fewer tests
+    required = [d.strip() for d in os.environ.get("RTX_REQUIRE_DEVICES", "").split(",") if d.strip()]
+    have = available_devices()
+    missing = [d for d in required if d not in have and f"{d}:0" not in have]
+    if missing:
+        from rtxcore.dispatch.registry import registry
+
+        def why(d: str) -> str:
+            if d not in registry.backends:
+                return registry.missing_backend_message(d)
+            return registry.backends[d].backend.unavailable_reason() or "no reason given"
+
+        reasons = "; ".join(f"{d}: {why(d)}" for d in missing)
+        raise pytest.UsageError(f"required test devices missing: {reasons}")
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     return "rtxcore devices under test: " + ", ".join(_devices())
 

@@ -223,6 +223,7 @@ class Optimizer:
                 loss = closure()
             finally:
                 _grad_state.enabled = prev
+        self._check_state_devices()
         _grad_state.enabled = False
         try:
             for group in self.param_groups:
@@ -230,6 +231,21 @@ class Optimizer:
         finally:
             _grad_state.enabled = prev
         return loss
+
+    def _check_state_devices(self) -> None:
+        """Refuse a step, before anything changes, when a parameter's state tensors
+        are on another device than the parameter (after ``model.to(dev)``)."""
+        for gi, group in enumerate(self.param_groups):
+            for pi, p in enumerate(group["params"]):
+                st = self.state.get(p) if p.grad is not None else None
+                for name, v in (st or {}).items():
+                    if isinstance(v, Tensor) and v.device != p.device:
+                        raise RuntimeError(
+                            f"optimizer state {name!r} of parameter {pi} in group {gi} is on "
+                            f"{v.device}, but the parameter is on {p.device}; after moving the "
+                            "model, move the optimizer's state too: "
+                            "optimizer.load_state_dict(optimizer.state_dict())"
+                        )
 
     # -- checkpoints ------------------------------------------------------------------
 

@@ -35,7 +35,7 @@ LIMITS = {
 UNARY = {
     "neg": ("-a", "-a"),
     "abs": ("fabs(a)", "(a < 0 ? -a : a)"),
-    "sign": ("(isnan(a) ? a : (CT)((a > 0) - (a < 0)))", "(CT)((a > 0) - (a < 0))"),
+    "sign": ("(ISNAN(a) ? a : (CT)((a > 0) - (a < 0)))", "(CT)((a > 0) - (a < 0))"),
     "exp": ("exp(a)", None),
     "log": ("log(a)", None),
     "sqrt": ("sqrt(a)", None),
@@ -54,8 +54,8 @@ BINARY = {
     "mul": ("a * b", "a * b"),
     "div": ("a / b", None),
     "pow": ("pow(a, b)", "ipow(a, b)"),
-    "maximum": ("(isnan(a) || a > b) ? a : b", "(a > b ? a : b)"),
-    "minimum": ("(isnan(a) || a < b) ? a : b", "(a < b ? a : b)"),
+    "maximum": ("(ISNAN(a) || a > b) ? a : b", "(a > b ? a : b)"),
+    "minimum": ("(ISNAN(a) || a < b) ? a : b", "(a < b ? a : b)"),
     "logical_and": ("(a != 0) && (b != 0)", "(a != 0) && (b != 0)"),
     "logical_or": ("(a != 0) || (b != 0)", "(a != 0) || (b != 0)"),
     "eq": ("a == b", "a == b"), "ne": ("a != b", "a != b"),
@@ -68,8 +68,8 @@ TERNARY = {"where": ("a ? b : c", "a ? b : c")}
 REDUCE = {
     "sum": ("0", "acc + v"),
     "prod": ("1", "acc * v"),
-    "max": ("LOWEST", "(isnan(acc) || acc > v) ? acc : v"),
-    "min": ("HIGHEST", "(isnan(acc) || acc < v) ? acc : v"),
+    "max": ("LOWEST", "(ISNAN(acc) || acc > v) ? acc : v"),
+    "min": ("HIGHEST", "(ISNAN(acc) || acc < v) ? acc : v"),
 }
 REDUCE_INT = {"max": "(acc > v ? acc : v)", "min": "(acc < v ? acc : v)"}
 
@@ -83,7 +83,8 @@ def expression(table: dict, op: str, dtype: str) -> str:
 
 
 def header(dtypes: set[str] | list[str]) -> str:
-    lines = []
+    # isnan() is a library call on PoCL (builtins aren't inlined): x != x is one compare
+    lines = ["#define ISNAN(v) ((v) != (v))"]
     if "float64" in dtypes:
         lines.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
     return "\n".join(lines) + "\n"
@@ -232,7 +233,7 @@ def reduction(op: str, xdt: str, odt: str, ro: int, ri: int, mode: str,
     partial = mode == "partial"
     if arg:
         cmp = ">" if op == "argmax" else "<"
-        nan = "isnan" if xdt in FLOATS else "NOTNAN"
+        nan = "ISNAN" if xdt in FLOATS else "NOTNAN"
         ident = lo if op == "argmax" else hi
         better = (f"({nan}(v) ? (!{nan}(acc) || j < acc_i) : "
                   f"(!{nan}(acc) && (v {cmp} acc || (v == acc && j < acc_i))))")
@@ -447,3 +448,118 @@ def matmul_simple(dt: str, rank: int) -> tuple[str, list[str]]:
         acc += ({acc}){load(dt, 'pa', 'p_pa + kk * ask')} * ({acc}){load(dt, 'pb', 'p_pb + kk * bsk')};
     {store(dt, 'out', 'p_out', 'acc')}""")
     return _kernel_src(f"matmul {dt}, one dot product per work item", {dt}, params, body), kinds
+
+
+def _vec_combine(op: str, dt: str) -> str:
+    ident, combine = REDUCE[op]
+    if dt not in FLOATS and op in REDUCE_INT:
+        combine = REDUCE_INT[op]
+    return combine
+
+
+def reduction_vec(op: str, dt: str, ro: int, mode: str) -> tuple[str, list[str]]:
+    """Reductions that read memory 8 elements at a time (``dt`` is both x's and
+    out's dtype, not float16), for CPUs where a work item is a loop iteration:
+
+    ``rows``: the reduced elements are contiguous (a row sum). Each work item of
+    a group folds its own contiguous share of the row into 8 vector lanes, then
+    the group combines in local memory as in ``reduction``.
+    ``cols``: neighbouring outputs are neighbours in x (a column sum). Each work
+    item owns 8 adjacent outputs and folds whole rows of 8 into vector lanes.
+    """
+    ct = CTYPE[dt][1]
+    lo, hi = LIMITS[ct]
+    ident, _ = REDUCE[op]
+    ident = {"LOWEST": lo, "HIGHEST": hi}.get(ident, ident)
+    combine = _vec_combine(op, dt)
+    L = REDUCE_LOCAL
+    params = [f"__global {ct} *out", "long out_o"] + _strided_params("out", "s", ro)
+    params += [f"__global const {ct} *px", "long px_o"] + _strided_params("px", "s", ro)
+    params += ["long pxr0"] + [f"long n{d}" for d in range(1, ro)] + ["long K", "long parts", "long chunk"]
+    kinds = ["buf", "long"] + ["long"] * ro + ["buf", "long"] + ["long"] * (ro + 1)
+    kinds += ["long"] * (ro - 1) + ["long"] * 3
+    fold8 = f"{{ const {ct}8 v = *(__global const {ct}8u*)(px + at); acc = {combine}; }}"
+    lanes = " ".join(f"{{ const {ct} v = acc8.s{i}; acc = {combine}; }}" for i in range(8))
+    head = (header({dt}) + f"typedef {ct}8 {ct}8u __attribute__((aligned(sizeof({ct}))));\n")
+    if mode in ("rows", "rows_partial"):
+        # rows_partial: group g writes its part's result to out[g] (a scratch
+        # buffer of parts per output, reduced by a second launch)
+        fin = ("out[g] = sv[0];" if mode == "rows_partial"
+               else store(dt, "out", "base_out", "sv[0]"))
+        outer = _walk("o", "n", ro, [("out", "s"), ("px", "s")], "base")
+        src = head + f"""/* {op} of contiguous rows, 8 lanes per work item, then a tree */
+__kernel __attribute__((reqd_work_group_size({L}, 1, 1))) void k({", ".join(params)})
+{{
+    const long g = get_group_id(0); const int lid = get_local_id(0);
+    const long o = g / parts, part = g % parts;
+    long base_out = out_o, base_px = px_o;
+    {{
+        {outer}
+    }}
+    const long k0 = part * chunk, k1 = min(K, k0 + chunk);
+    const long share = (((k1 - k0 + {L - 1}) / {L}) + 7) & ~7L;  /* a multiple of 8 */
+    const long s0 = k0 + lid * share, s1 = s0 + share < k1 ? s0 + share : k1;
+    {ct}8 acc8 = ({ct}8)({ident});
+    long kk = s0;
+    {{
+        {ct}8 acc = acc8;
+        for (; kk + 8 <= s1; kk += 8) {{ const long at = base_px + kk; {fold8} }}
+        acc8 = acc;
+    }}
+    {ct} acc = {ident};
+    for (; kk < s1; kk++) {{ const {ct} v = px[base_px + kk]; acc = {combine}; }}
+    {lanes}
+    __local {ct} sv[{L}];
+    sv[lid] = acc;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = {L // 2}; s > 0; s >>= 1) {{
+        if (lid < s) {{ const {ct} v = sv[lid + s]; const {ct} acc = sv[lid]; sv[lid] = {combine}; }}
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }}
+    if (lid == 0) {fin}
+}}
+"""
+        return src, kinds
+    # cols: the outer space is (rows of outputs, blocks of W = 8*nv along the last
+    # outer dim); a work item streams its block of every row into nv vectors
+    nv = 8 if mode == "cols64" else 1
+    W = 8 * nv
+    params.append("long nl")
+    kinds.append("long")
+    outer = _walk("o", "n", ro - 1, [("out", "s"), ("px", "s")], "base") if ro > 1 else ""
+    last = ro - 1
+    decl = " ".join(f"{ct}8 acc{u} = ({ct}8)({ident});" for u in range(nv))
+    fold = "\n            ".join(
+        f"{{ const {ct}8 v = *(__global const {ct}8u*)(px + at + {8 * u}); const {ct}8 acc = acc{u}; "
+        f"acc{u} = {combine}; }}" for u in range(nv))
+    stores = "\n        ".join(
+        store(dt, "out", f"base_out + {8 * u + i} * outs{last}", f"acc{u}.s{i}")
+        for u in range(nv) for i in range(8))
+    src = head + f"""/* {op} where outputs are adjacent in x: {W} outputs per work item */
+__kernel void k({", ".join(params)})
+{{
+    const long w = get_global_id(0);
+    const long blocks = (nl + {W - 1}) / {W};
+    const long o = w / blocks, j = (w % blocks) * {W};
+    long base_out = out_o + j * outs{last}, base_px = px_o + j * pxs{last};
+    {{
+        {outer}
+    }}
+    if (j + {W} <= nl) {{
+        {decl}
+        for (long kk = 0; kk < K; kk++) {{
+            const long at = base_px + kk * pxr0;
+            {fold}
+        }}
+        {stores}
+    }} else {{
+        for (long c = j; c < nl; c++) {{
+            {ct} acc = {ident};
+            const long b = base_px + (c - j) * pxs{last};
+            for (long kk = 0; kk < K; kk++) {{ const {ct} v = px[b + kk * pxr0]; acc = {combine}; }}
+            {store(dt, "out", "base_out + (c - j) * outs" + str(last), "acc")}
+        }}
+    }}
+}}
+"""
+    return src, kinds

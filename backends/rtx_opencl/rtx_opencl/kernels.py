@@ -96,9 +96,11 @@ def _plan(out: View, views: list[View]) -> tuple[str, list[int], list[list[int]]
 
 def elementwise(op: str, expr: str, out: View, ins: list[Any], in_dtypes: list[str],
                 prologue: str = "", ct: str | None = None,
-                extra: tuple[tuple[str, str], ...] = (), extra_args: tuple = ()) -> None:
+                extra: tuple[tuple[str, str], ...] = (), extra_args: tuple = (),
+                out_dtype: str | None = None) -> None:
     """``out = expr(ins)``. ``ins`` are Views or scalars (already of their op's
-    dtype); ``in_dtypes`` names each one's dtype."""
+    dtype); ``in_dtypes`` names each one's dtype, ``out_dtype`` out's if it is
+    to be read as another (a bit copy)."""
     n = prod(out.shape)
     if n == 0:
         return
@@ -107,10 +109,11 @@ def elementwise(op: str, expr: str, out: View, ins: list[Any], in_dtypes: list[s
     lay, dims, sts = _plan(out, views)
     rank = len(dims)
     layouts = tuple("k" if type(v) is not View else lay for v in ins)
-    key = (op, out.dtype.name, *in_dtypes, lay + "".join(layouts), rank if lay == "s" else 0)
+    odt = out_dtype or out.dtype.name
+    key = (op, odt, *in_dtypes, lay + "".join(layouts), rank if lay == "s" else 0)
 
     def make() -> tuple[str, list[str]]:
-        return C.elementwise(op, expr, (out.dtype.name, lay), list(zip(in_dtypes, layouts)),
+        return C.elementwise(op, expr, (odt, lay), list(zip(in_dtypes, layouts)),
                              rank if lay == "s" else 1, prologue, ct, extra)
 
     k = _kernel(dev, key, make)
@@ -200,7 +203,12 @@ def copy(out: View, x: View) -> None:
                           byte_count=n * isz, src_offset=x.offset * isz,
                           dst_offset=out.offset * isz)
         return
-    elementwise("copy", "a", out, [x], [x.dtype.name])
+    # copied as bits: same-size integers (a float16 NaN keeps its payload)
+    bits = _BITS.get(x.dtype.name, x.dtype.name)
+    elementwise("copy", "a", out, [x], [bits], out_dtype=bits)
+
+
+_BITS = {"float16": "int16", "float32": "int32", "float64": "int64"}
 
 
 def cast(out: View, x: View) -> None:
@@ -289,9 +297,20 @@ def _reduce(op: str, out: View, x: View, axes: tuple[int, ...], arg: bool = Fals
     ishape, (ist,) = coalesce(tuple(x.shape[d] for d in axes), [tuple(x.strides[d] for d in axes)])
     K = prod(ishape)
     ro, ri = len(oshape), len(ishape)
+    xdt, odt = x.dtype.name, out.dtype.name
+    vec = not arg and xdt == odt and xdt != "float16"
+    # Column sums (outputs side by side in x): 8 outputs per work item.
+    if vec and ri == 1 and xst[-1] == 1 and ist[-1] != 1 and oshape[-1] >= 8:
+        nl = oshape[-1]
+        cmode, W = ("cols64", 64) if nl >= 64 else ("cols", 8)
+        k = _kernel(dev, (op, xdt, ro, cmode), lambda: C.reduction_vec(op, xdt, ro, cmode))
+        items = (M // nl) * -(-nl // W)
+        _enqueue(dev, k, items, [out.buffer.mem, out.offset, *ost, x.buffer.mem, x.offset, *xst,
+                                 ist[0], *oshape[1:], K, 1, K, nl])
+        return
     # One work item per output when the reduction is short, or when outputs sit
-    # side by side in x and the reduced elements don't (a column sum): the work
-    # items then read neighbouring memory. Otherwise a work-group per output.
+    # side by side in x and the reduced elements don't. Otherwise a work-group
+    # per output (or per part of one, for few long reductions).
     if K <= 16 or (ist[-1] != 1 and xst[-1] == 1 and M >= 64):
         mode = "serial"
     else:
@@ -303,7 +322,18 @@ def _reduce(op: str, out: View, x: View, axes: tuple[int, ...], arg: bool = Fals
         if M < want and K > 8 * L and not arg:  # (an index can't be split)
             parts = min(-(-want // M), -(-K // (4 * L)))
     chunk = -(-K // parts)
-    xdt, odt = x.dtype.name, out.dtype.name
+    if mode == "tree" and vec and ri == 1 and ist[0] == 1:
+        # contiguous rows: each work item folds its share 8 elements at a time
+        rmode = "rows" if parts == 1 else "rows_partial"
+        k = _kernel(dev, (op, xdt, ro, rmode), lambda: C.reduction_vec(op, xdt, ro, rmode))
+        xargs = [x.buffer.mem, x.offset, *xst, 1, *oshape[1:], K, parts, chunk]
+        if parts == 1:
+            k(dev.queue, (M * L,), (L,), out.buffer.mem, out.offset, *ost, *xargs)
+            return
+        tmp = dev.alloc(M * parts * x.dtype.itemsize, "reduction partials")
+        k(dev.queue, (M * parts * L,), (L,), tmp.mem, 0, *ost, *xargs)
+        _reduce_partials(op, dev, out, ost, oshape, tmp, xdt, parts)
+        return
     args = [x.buffer.mem, x.offset, *xst, *ist, *oshape[1:], *ishape[1:], K, parts, chunk]
     if parts == 1:
         key = (op, xdt, odt, ro, ri, mode)
@@ -320,12 +350,17 @@ def _reduce(op: str, out: View, x: View, axes: tuple[int, ...], arg: bool = Fals
     key = (op, xdt, odt, ro, ri, "partial")
     k = _kernel(dev, key, lambda: C.reduction(op, xdt, odt, ro, ri, "partial"))
     k(dev.queue, (M * parts * L,), (L,), tmp.mem, 0, *ost, *args)
-    key2 = (op, tdt, odt, ro, 1, "tree")
-    k2 = _kernel(dev, key2, lambda: C.reduction(op, tdt, odt, ro, 1, "tree"))
-    # the partials of output o sit at tmp[o * parts : (o + 1) * parts]
+    _reduce_partials(op, dev, out, ost, oshape, tmp, tdt, parts)
+
+
+def _reduce_partials(op: str, dev: R.Device, out: View, ost: list[int], oshape: list[int],
+                     tmp: Buffer, tdt: str, parts: int) -> None:
+    """Second launch of a split reduction: output o folds tmp[o*parts : (o+1)*parts]."""
+    odt, ro, L = out.dtype.name, len(oshape), C.REDUCE_LOCAL
+    k = _kernel(dev, (op, tdt, odt, ro, 1, "tree"), lambda: C.reduction(op, tdt, odt, ro, 1, "tree"))
     tst = [parts * prod(oshape[d + 1:]) for d in range(ro)]
-    k2(dev.queue, (M * L,), (L,), out.buffer.mem, out.offset, *ost, tmp.mem, 0, *tst, 1,
-       *oshape[1:], parts, 1, parts)
+    k(dev.queue, (prod(oshape) * L,), (L,), out.buffer.mem, out.offset, *ost, tmp.mem, 0, *tst, 1,
+      *oshape[1:], parts, 1, parts)
 
 
 def reduction(op: str) -> Callable[..., None]:
