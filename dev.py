@@ -22,13 +22,22 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 PY = VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 
-PACKAGES = [".", "backends/rtx_cpu", "backends/rtx_opencl"]
-# PoCL: an OpenCL driver for the CPU, so the opencl backend runs (and is tested) anywhere
-OPENCL = ["pocl-binary-distribution>=3.0"]
+PACKAGES = [".", "backends/rtx_cpu", "backends/rtx_opencl", "backends/rtx_cuda"]
+# PoCL: an OpenCL driver for the CPU, so the opencl backend runs (and is tested)
+# anywhere. A PoCL installed system-wide (apt install pocl-opencl-icd) is used
+# instead where there is one: PyPI's (PoCL 3.0, LLVM 14) can't compile for CPUs
+# newer than LLVM 14 (AMD Zen 5, ...), and two PoCLs would run the opencl tests twice.
+SYSTEM_POCL = Path("/etc/OpenCL/vendors/pocl.icd")
+OPENCL = [] if SYSTEM_POCL.exists() else ["pocl-binary-distribution>=3.0"]
 EXAMPLES = ["tqdm>=4.60", "scikit-learn>=1.3"]  # what examples/train_digits.py needs
+# CuPy for CUDA 13, in the tests only: without a GPU (or driver) the cuda backend
+# must still import and explain itself, and that is tested with CuPy present;
+# NVRTC (no driver needed) compiles the backend's CUDA C in the tests, as CuPy does
+CUDA = ["cupy-cuda13x>=13", "nvidia-cuda-nvrtc==13.*"]
 EXTRAS = {
     "demo": [*EXAMPLES, *OPENCL],
-    "test": ["pytest>=7", "hypothesis>=6", *EXAMPLES, *OPENCL],
+    # PyTorch (the CPU wheel) is a reference some tests compare against
+    "test": ["pytest>=7", "hypothesis>=6", "torch==2.13.0", *EXAMPLES, *OPENCL, *CUDA],
     "bench": ["torch==2.13.0"],
 }
 

@@ -23,7 +23,7 @@ from .device import Device, device, get_default_device, set_default_device
 from .shape import Shape, Size, broadcast_shapes as _broadcast_pair
 from .tensor import Tensor
 from .random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
-from .ops.creation import (arange, as_tensor, asarray, empty, empty_like, eye, from_numpy, full,
+from .ops.creation import (arange, as_tensor, asarray, empty, empty_like, eye, from_dlpack, from_numpy, full,
                            full_like, linspace, logspace, ones, ones_like, rand, rand_like, randint,
                            randint_like, randn, randn_like, randperm, tensor, zeros, zeros_like,
                            clone, numpy as _numpy)

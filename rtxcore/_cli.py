@@ -30,6 +30,7 @@ def collect() -> list[dict[str, Any]]:
                     devices.append({"index": i, "name": b.device_name(i),
                                     "dtypes": sorted(b.dtypes(i)), **b.properties(i)})
             row["devices"] = devices
+            row["notes"] = list(b.notes())
         except Exception as exc:  # a misbehaving descriptor must not hide the others
             row["available"] = False
             row["reason"] = f"descriptor raised {type(exc).__name__}: {exc}"
@@ -72,6 +73,8 @@ def render(kernels: bool = False) -> str:
             facts = ", ".join(f"{k2}={v}" for k2, v in extra.items())
             lines.append(f"{'':<{w}} [{d['index']}] {d['name']}" + (f" ({facts})" if facts else ""))
             lines.append(f"{'':<{w}}     dtypes: {' '.join(d['dtypes'])}")
+        for note in r.get("notes", []):
+            lines.append(f"{'':<{w}} note: {note}")
         if r["missing"]:
             lines.append(f"{'':<{w}} missing primitives: {', '.join(r['missing'])}")
         if r["composites"]:

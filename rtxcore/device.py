@@ -95,6 +95,12 @@ class Device:
         self._ready = True
         return self
 
+    def backend_ready(self) -> Any:
+        """The bound backend descriptor (binding on first use)."""
+        if not self._ready:
+            self._resolve()
+        return self.backend
+
     def supports(self, dtype: Any) -> bool:
         if not self._ready:
             self._resolve()

@@ -168,6 +168,24 @@ class Tensor:
             arr = arr.astype(dtype, copy=False)
         return arr
 
+    # DLPack: zero-copy exchange with NumPy (cpu), CuPy (cuda), PyTorch, ...
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        if self.requires_grad:
+            raise RuntimeError("Can't export tensors that require gradient, use tensor.detach()")
+        from .ops.core import view_of
+
+        return self._dlpack_backend().to_dlpack(view_of(self), **kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (self._dlpack_backend().dlpack_device, self._device.index)
+
+    def _dlpack_backend(self) -> Any:
+        b = self._device.backend_ready()
+        if b.dlpack_device is None:
+            raise BufferError(f"{self._device} tensors can't be exchanged through DLPack "
+                              f"(the {b.name} backend doesn't support it); use .cpu() first")
+        return b
+
     def __reduce_ex__(self, protocol: int) -> Any:
         from .ops.creation import _rebuild
 

@@ -107,17 +107,23 @@ class Backend:
             hand to NumPy (rtx_cpu). Then ``from_host`` may keep the array it is
             given and ``to_host`` may return a view; otherwise ``from_host``
             copies and ``to_host`` returns a new array.
+        dlpack_device: the DLPack device type of this backend's memory (1 CPU,
+            2 CUDA), or None when it can't exchange tensors through DLPack. A
+            backend that sets it implements ``to_dlpack`` and ``from_dlpack``.
 
     Methods a subclass may override (defaults in brackets):
         is_available() [True], unavailable_reason() [None], device_count() [1],
         device_name(i) [name:i], dtypes(i) [all nine], properties(i) [{}],
-        view(buffer, shape, strides, offset, dtype) [a :class:`View`].
+        notes() [[]: lines for ``rtx info``, e.g. devices found but left out],
+        view(buffer, shape, strides, offset, dtype) [a :class:`View`],
+        to_dlpack(view, **kw) / from_dlpack(obj, index) [refuse].
     """
 
     name: str = ""
     distribution: str = ""
     version: str = "0"
     shares_host_memory: bool = False
+    dlpack_device: int | None = None
 
     def is_available(self) -> bool:
         return True
@@ -153,6 +159,21 @@ class Backend:
     ) -> Any:
         """Build the object kernels receive for one strided window on ``buffer``."""
         return View(buffer, shape, strides, offset, dtype)
+
+    def notes(self) -> list[str]:
+        """Facts ``rtx info`` shows under the backend (a device left out and why)."""
+        return []
+
+    def to_dlpack(self, view: Any, **kwargs: Any) -> Any:
+        """A DLPack capsule sharing ``view``'s memory (``kwargs`` are those of
+        ``__dlpack__``: stream, max_version, ...)."""
+        raise BufferError(f"the {self.name} backend can't export tensors through DLPack")
+
+    def from_dlpack(self, obj: Any, index: int) -> tuple[Any, tuple[int, ...], tuple[int, ...], int]:
+        """(buffer, shape, strides, offset) sharing the memory of ``obj`` (an
+        object with ``__dlpack__`` on this backend's device ``index``); the
+        buffer's ``dtype`` is a NumPy dtype."""
+        raise BufferError(f"the {self.name} backend can't import tensors through DLPack")
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"

@@ -119,6 +119,41 @@ def as_tensor_on(value: Any, dev: Device, dtype: D.DType) -> Tensor:
     return tensor(value, dtype=dtype, device=dev)
 
 
+_DLPACK_NAMES = {1: "CPU", 2: "CUDA", 3: "CUDA host", 4: "OpenCL", 7: "Vulkan", 8: "Metal",
+                 10: "ROCm"}
+
+
+def from_dlpack(ext: Any) -> Tensor:
+    """A tensor sharing the memory of ``ext`` (anything with ``__dlpack__``: a
+    NumPy or CuPy array, a PyTorch tensor, ...), on the backend that owns that
+    kind of memory: cpu for host memory, cuda for CUDA memory."""
+    if isinstance(ext, Tensor):
+        return ext.detach()
+    if not hasattr(ext, "__dlpack_device__") or not hasattr(ext, "__dlpack__"):
+        raise TypeError(f"from_dlpack: expected an object with __dlpack__ and "
+                        f"__dlpack_device__, got {type(ext).__name__}")
+    kind, index = ext.__dlpack_device__()
+    kind, index = int(kind), int(index)
+    from ..dispatch.registry import registry
+
+    registry.ensure_loaded()
+    for name, entry in registry.backends.items():
+        b = entry.backend
+        if b.dlpack_device == kind:
+            break
+    else:
+        raise RuntimeError(
+            f"from_dlpack: no installed backend holds DLPack device type {kind} "
+            f"({_DLPACK_NAMES.get(kind, 'unknown')})"
+        )
+    dev = ready_device("cpu" if name == "cpu" and index == 0 else f"{name}:{index}")
+    buf, shape, strides, offset = b.from_dlpack(ext, index)
+    dtype = D._BY_NUMPY.get(np.dtype(buf.dtype))
+    if dtype is None:
+        raise TypeError(f"from_dlpack: dtype {buf.dtype} is not supported")
+    return make(Storage(buf, dev), tuple(shape), tuple(strides), offset, dtype, dev)
+
+
 def from_numpy(arr: np.ndarray) -> Tensor:
     """A cpu tensor sharing ``arr``'s memory (any non-negative strides)."""
     if not isinstance(arr, np.ndarray):

@@ -25,6 +25,7 @@ class CPUBackend(Backend):
     distribution = "rtx-cpu"
     version = __version__
     shares_host_memory = True  # numpy() is zero-copy; from_host keeps the array
+    dlpack_device = 1  # kDLCPU
 
     def device_name(self, index: int) -> str:
         return platform.processor() or platform.machine() or "cpu"
@@ -45,6 +46,15 @@ class CPUBackend(Backend):
         else:
             st = [s * isz for s in strides]
         return np.ndarray(shape, dtype.numpy, buffer, offset * isz, st)
+
+
+    def to_dlpack(self, view: np.ndarray, **kwargs: Any) -> Any:
+        return view.__dlpack__(**kwargs)
+
+    def from_dlpack(self, obj: Any, index: int) -> tuple[Any, tuple[int, ...], tuple[int, ...], int]:
+        from rtxcore.dispatch import xp
+
+        return xp.span(np, np.from_dlpack(obj))
 
 
 @hookimpl

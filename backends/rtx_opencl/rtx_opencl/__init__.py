@@ -44,6 +44,9 @@ class OpenCLBackend(Backend):
     def device_name(self, index: int) -> str:
         return runtime.device(index).name
 
+    def notes(self) -> list[str]:
+        return [f"left out {s}" for s in runtime.skipped()] if runtime.problem() is None else []
+
     def properties(self, index: int) -> dict[str, Any]:
         d = runtime.device(index)
         return {

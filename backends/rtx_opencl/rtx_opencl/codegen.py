@@ -260,12 +260,7 @@ def reduction(op: str, xdt: str, odt: str, ro: int, ri: int, mode: str,
     outer = _walk("o", "n", ro, [("out", "s"), ("px", "s")], "base")
     inner = _walk("kk", "m", ri, [("px", "r")], "at")
     loop_body = f"long at_px = base_px;\n        {inner}\n        {fold}"
-    if arg:
-        store_v = "acc_i"
-        odecl = "long"
-    else:
-        store_v = "acc"
-        odecl = at
+    store_v = "acc_i" if arg else "acc"
     if mode == "serial":
         ids = "const long o = get_global_id(0);"
         loop = f"for (long kk = 0; kk < K; kk++) {{\n        {loop_body}\n    }}"

@@ -98,7 +98,7 @@ def _vec_kernel(ctype: str, acc: str) -> str:
     w("    } else {")
     w("        /* ---- slow path: partial column block, scalar dot products ---- */")
     w(f"        for (int r = row0; r < row0 + {RM} && r < n; ++r)")
-    w(f"        for (int c = col0; c < m; ++c) {{")
+    w("        for (int c = col0; c < m; ++c) {")
     w(f"            {acc} s = 0;")
     w("            __global const %s* ap = a + (long)r * as1;" % ctype)
     w("            __global const %s* bp = b + (long)c * bs2;" % ctype)

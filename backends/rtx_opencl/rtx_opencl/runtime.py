@@ -23,10 +23,15 @@ cl: Any = None  # pyopencl, once imported
 _lock = threading.RLock()
 _devices: list["Device"] | None = None
 _problem: str | None = None
+_skipped: list[str] = []  # devices left out, each with the reason
 
 FIX_NO_PYOPENCL = "install it with: pip install 'rtx-opencl[pocl]' (PyOpenCL and PoCL, a CPU OpenCL)"
 FIX_NO_PLATFORM = ("install an OpenCL driver for your hardware, or PoCL for the CPU: "
                    "pip install pocl-binary-distribution")
+FIX_POCL_CPU = ("this PoCL's LLVM doesn't know this CPU; install a newer PoCL "
+                "(Debian/Ubuntu: apt install pocl-opencl-icd)")
+POCL = "Portable Computing Language"
+_PROBE = "__kernel void probe(__global int *x) { x[get_global_id(0)] = 1; }"
 
 
 class OutOfMemoryError(RuntimeError):
@@ -190,8 +195,40 @@ def _discover() -> None:
             _devices = []
             _problem = f"no OpenCL platform or device found{detail}; {FIX_NO_PLATFORM}"
             return
-        _devices = [Device(i, d) for i, d in enumerate(found)]
-        _problem = None
+        kept = []
+        for d in found:
+            why = _cannot_compile(d) if d.platform.name.strip() == POCL else None
+            if why is None:
+                kept.append(d)
+            else:
+                _skipped.append(f"{d.name.strip()} ({d.platform.version.strip()}): {why}")
+        _devices = [Device(i, d) for i, d in enumerate(kept)]
+        _problem = None if kept else "no usable OpenCL device: " + "; ".join(_skipped)
+
+
+def _cannot_compile(cl_device: Any) -> str | None:
+    """Why ``cl_device`` can't build a trivial kernel, or None if it can.
+
+    Only PoCL's CPU devices are tried (a few ms, the build is cached on disk):
+    the PoCL on PyPI is built with LLVM 14, which fails every build on CPUs
+    newer than it ("unknown target CPU 'generic'", e.g. AMD Zen 5), while
+    listing the device as usable. A device that can't compile is left out,
+    so it can't fail later in the middle of a program."""
+    try:
+        ctx = cl.Context([cl_device])
+        cl.Program(ctx, _PROBE).build()
+    except Exception as exc:
+        lines = [ln.strip() for ln in str(exc).splitlines() if "error" in ln.lower()]
+        detail = next((ln for ln in lines if ln.startswith("error:")), lines[0] if lines else str(exc))
+        fix = FIX_POCL_CPU if "unknown target CPU" in detail else "check the OpenCL driver"
+        return f"it can't compile a kernel ({detail}); {fix}"
+    return None
+
+
+def skipped() -> list[str]:
+    """Devices found but left out (they can't compile), each with the reason."""
+    devices()
+    return list(_skipped)
 
 
 def devices() -> list[Device]:

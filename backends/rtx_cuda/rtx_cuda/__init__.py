@@ -1,0 +1,75 @@
+"""rtx-cuda: rtxcore's CUDA backend, on CuPy.
+
+Views are CuPy arrays over one allocation per tensor (zero-copy strided views);
+kernels are the NumPy-API table shared with rtx_cpu (``rtxcore.dispatch.xp``)
+run on CuPy, each launched under its array's ``cupy.cuda.Device``; matmul is
+cuBLAS through ``cupy.matmul``; random numbers are a Philox kernel of our own
+(``philox.cu``), seeded by ``rtxcore.manual_seed``. Importing never fails:
+without CuPy, a driver or a device, the backend says why and how to fix it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rtxcore.dispatch import Backend, DType, hookimpl
+
+from . import runtime
+
+__version__ = "0.1.0"
+__all__ = ["CUDABackend"]
+
+DLPACK_CUDA = 2  # kDLCUDA
+
+
+class CUDABackend(Backend):
+    name = "cuda"
+    distribution = "rtx-cuda"
+    version = __version__
+    dlpack_device = DLPACK_CUDA
+
+    def is_available(self) -> bool:
+        return runtime.problem() is None
+
+    def unavailable_reason(self) -> str | None:
+        return runtime.problem()
+
+    def device_count(self) -> int:
+        return runtime.device_count()
+
+    def device_name(self, index: int) -> str:
+        return runtime.properties(index)["name"]
+
+    def properties(self, index: int) -> dict[str, Any]:
+        p = dict(runtime.properties(index))
+        del p["name"]
+        return p
+
+    def view(self, buffer: Any, shape: tuple[int, ...], strides: tuple[int, ...],
+             offset: int, dtype: DType) -> Any:
+        isz = dtype.itemsize
+        return runtime.cp.ndarray(shape, dtype.numpy, buffer.data + offset * isz,
+                                  tuple(s * isz for s in strides))
+
+    def to_dlpack(self, view: Any, **kwargs: Any) -> Any:
+        return view.__dlpack__(**kwargs)
+
+    def from_dlpack(self, obj: Any, index: int) -> tuple[Any, tuple[int, ...], tuple[int, ...], int]:
+        from rtxcore.dispatch import xp
+
+        with runtime.cp.cuda.Device(index):
+            return xp.span(runtime.cp, runtime.cp.from_dlpack(obj))
+
+
+@hookimpl
+def rtx_backends() -> list[Backend]:
+    return [CUDABackend()]
+
+
+@hookimpl
+def rtx_kernels(backend: str) -> dict[str, Any] | None:
+    if backend != "cuda":
+        return None
+    from .kernels import KERNELS  # (builds nothing of CuPy until a kernel runs)
+
+    return KERNELS

@@ -1,0 +1,104 @@
+"""Every primitive on CuPy: the NumPy-API table shared with rtx_cpu
+(``rtxcore.dispatch.xp``) run with ``xp = cupy``, plus allocation, transfers and
+random numbers. Each kernel runs under its output's ``cupy.cuda.Device``. CuPy
+is imported on the first kernel call, not when this table is built."""
+
+from __future__ import annotations
+
+from math import prod
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from rtxcore.dispatch import xp
+
+from . import runtime as R
+
+_shared: dict[str, Callable[..., Any]] | None = None
+_module: Any = None
+SOURCE = Path(__file__).with_name("philox.cu")
+
+
+def _table() -> dict[str, Callable[..., Any]]:
+    global _shared
+    if _shared is None:
+        cp = R.cp
+        at = getattr(cp.add, "at", None)
+        if at is None:  # older CuPy: cupyx's scatter_add accumulates repeats
+            import cupyx
+
+            at = cupyx.scatter_add
+        _shared = xp.kernels(cp, scatter_add_at=at)
+    return _shared
+
+
+def _on_device(name: str) -> Callable[..., Any]:
+    def kernel(out: Any, *args: Any) -> None:
+        with out.device:
+            _table()[name](out, *args)
+
+    kernel.__name__ = name
+    return kernel
+
+
+def empty(shape: tuple[int, ...], dtype: Any, index: int) -> tuple[Any, Any]:
+    with R.cp.cuda.Device(index):
+        buf = R.cp.empty(prod(shape), dtype.numpy)
+    return buf, buf.reshape(shape)
+
+
+def from_host(arr: np.ndarray, dtype: Any, index: int) -> tuple[Any, Any]:
+    with R.cp.cuda.Device(index):
+        buf = R.cp.asarray(arr.reshape(-1))
+    return buf, buf.reshape(arr.shape)
+
+
+def to_host(x: Any) -> np.ndarray:
+    with x.device:
+        return R.cp.asnumpy(x)  # waits for the kernels that write x
+
+
+def _philox() -> Any:
+    global _module
+    if _module is None:
+        _module = R.cp.RawModule(code=SOURCE.read_text())
+    return _module
+
+
+def _random(kind: str, out: Any, a: float, b: float, seed: int, offset: int) -> None:
+    cp = R.cp
+    n = out.size
+    if n == 0:
+        return
+    with out.device:
+        wide = out.dtype == np.float64
+        name = f"{kind}_f64" if wide else (f"{kind}_f16" if out.dtype == np.float16 and kind == "uniform"
+                                            else f"{kind}_f32")
+        tmp = out if out.flags.c_contiguous and out.dtype in (np.float32, np.float64) \
+            else cp.empty(out.shape, np.float64 if wide else np.float32)
+        scalar = np.float64 if wide else np.float32
+        f = _philox().get_function(name)
+        block = 256
+        f(((n + block - 1) // block,), (block,),
+          (tmp, np.int64(n), scalar(a), scalar(b), np.uint64(seed & (2**64 - 1)),
+           np.uint64(offset & (2**64 - 1))))
+        if tmp is not out:
+            cp.copyto(out, tmp, casting="unsafe")
+
+
+def uniform(out: Any, low: float, high: float, seed: int, offset: int) -> None:
+    _random("uniform", out, low, high - low, seed, offset)
+
+
+def normal(out: Any, mean: float, std: float, seed: int, offset: int) -> None:
+    _random("normal", out, mean, std, seed, offset)
+
+
+_OWN = {"empty": empty, "from_host": from_host, "to_host": to_host,
+        "uniform": uniform, "normal": normal}
+# the names the shared table provides (the same for any xp: asked of NumPy's)
+_SHARED_NAMES = [n for n in xp.kernels(np) if n not in _OWN]
+
+KERNELS: dict[str, Callable[..., Any]] = {n: _on_device(n) for n in _SHARED_NAMES}
+KERNELS.update(_OWN)

@@ -1,0 +1,198 @@
+"""Kernels written once against the NumPy API, for any array module ``xp``.
+
+A backend whose arrays speak NumPy's API (NumPy itself, CuPy, ...) and whose
+``Backend.view`` hands kernels native strided arrays gets most of its kernel
+table from ``kernels(xp)``: rtx_cpu calls it with ``numpy``, rtx_cuda with
+``cupy``. Each backend adds what is particular to it (allocation, transfers,
+random numbers) and may replace any entry.
+
+Conventions are those of ``rtxcore.dispatch.ops``: the core allocates ``out``,
+inputs arrive broadcast and promoted, and a binary op's operand may be a Python
+scalar.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+__all__ = ["kernels"]
+
+Kernel = Callable[..., Any]
+
+
+def _u(fn: Any) -> Kernel:
+    return lambda out, x: fn(x, out=out)
+
+
+def _b(fn: Any) -> Kernel:
+    return lambda out, x, y: fn(x, y, out=out)
+
+
+def _is_numpy(xp: Any) -> bool:
+    return getattr(xp, "__name__", "") == "numpy"
+
+
+def _reduction(xp: Any, ufunc: Any, fallback: Any) -> Kernel:
+    f16, f32 = xp.dtype("float16"), xp.float32
+    if _is_numpy(xp):
+        reduce = ufunc.reduce
+        # ufunc.reduce directly: np.sum's Python wrapper costs more than a tiny sum
+        def kernel(out: Any, x: Any, axes: tuple[int, ...]) -> None:
+            if x.dtype == f16:  # accumulate in float32, as PyTorch does
+                reduce(x, axes, f32, out, True)
+            else:
+                reduce(x, axes, None, out, True)
+    else:  # the functions, whose keywords every NumPy-like module shares
+        accumulates = fallback in (xp.sum, xp.prod)
+
+        def kernel(out: Any, x: Any, axes: tuple[int, ...]) -> None:
+            if x.dtype == f16 and accumulates:
+                out[...] = fallback(x, axis=axes, dtype=f32, keepdims=True)
+            else:
+                fallback(x, axis=axes, out=out, keepdims=True)
+
+    return kernel
+
+
+def kernels(xp: Any, scatter_add_at: Callable[[Any, Any, Any], None] | None = None) -> dict[str, Kernel]:
+    """The kernel table for array module ``xp``. ``scatter_add_at(out, index_tuple,
+    src)`` accumulates with repeats (default ``xp.add.at``)."""
+    add_at = scatter_add_at or xp.add.at
+    f64, i64 = xp.float64, xp.int64
+
+    def full(out: Any, value: Any) -> None:
+        out[...] = value
+
+    def arange(out: Any, start: Any, step: Any) -> None:
+        wide = f64 if out.dtype.kind == "f" else i64
+        xp.copyto(out, xp.arange(out.shape[0], dtype=wide) * step + start, casting="unsafe")
+
+    def copy(out: Any, x: Any) -> None:
+        xp.copyto(out, x)
+
+    def cast(out: Any, x: Any) -> None:
+        xp.copyto(out, x, casting="unsafe")
+
+    def pow_(out: Any, x: Any, y: Any) -> None:
+        if out.dtype.kind in "iu" and bool(xp.any(xp.less(y, 0))):
+            # integers to negative powers, as in C and PyTorch: 1 ** -n = 1,
+            # (-1) ** -n = +-1, anything else truncates to 0
+            y = xp.asarray(y)
+            safe = xp.power(x, xp.where(y < 0, 0, y))
+            neg = xp.where(xp.equal(x, 1), 1,
+                           xp.where(xp.equal(x, -1), xp.where(y % 2 == 0, 1, -1), 0))
+            xp.copyto(out, xp.where(y < 0, neg, safe), casting="unsafe")
+        else:
+            xp.power(x, y, out=out)
+
+    def where(out: Any, c: Any, x: Any, y: Any) -> None:
+        # two passes into out, no temporary (out is always a fresh tensor in the core)
+        xp.copyto(out, y, casting="unsafe")
+        xp.copyto(out, x, casting="unsafe", where=c)
+
+    def gather(out: Any, x: Any, dim: int, index: Any) -> None:
+        out[...] = xp.take_along_axis(x, index, axis=dim)
+
+    def scatter_add(out: Any, dim: int, index: Any, src: Any) -> None:
+        # an open grid over index's shape, with the index itself along dim
+        nd = index.ndim
+        grid = [xp.arange(n).reshape([n if d == e else 1 for e in range(nd)])
+                for d, n in enumerate(index.shape)]
+        grid[dim] = index
+        add_at(out, tuple(grid), src)
+
+    def index(out: Any, x: Any, indices: tuple[Any, ...]) -> None:
+        out[...] = x[indices]
+
+    def index_put(out: Any, indices: tuple[Any, ...], values: Any) -> None:
+        out[indices] = values
+
+    def masked_select(out: Any, x: Any, mask: Any) -> None:
+        out[...] = x[mask]
+
+    # NumPy's default sort isn't stable; CuPy's always is and accepts no kind
+    stable = {"kind": "stable"} if _is_numpy(xp) else {}
+
+    def sort(values: Any, indices: Any, x: Any, axis: int, descending: bool) -> None:
+        if descending:
+            # stable descending: sort the reversed array, reverse back, and map the
+            # positions, so equal elements keep their original order
+            n = x.shape[axis]
+            idx = xp.flip(xp.argsort(xp.flip(x, axis), axis=axis, **stable), axis)
+            idx = (n - 1) - idx
+        else:
+            idx = xp.argsort(x, axis=axis, **stable)
+        indices[...] = idx
+        values[...] = xp.take_along_axis(x, idx, axis=axis)
+
+    def softmax(out: Any, x: Any, axis: int) -> None:
+        xp.subtract(x, x.max(axis=axis, keepdims=True), out=out)
+        xp.exp(out, out=out)
+        out /= out.sum(axis=axis, keepdims=True)
+
+    def log_softmax(out: Any, x: Any, axis: int) -> None:
+        xp.subtract(x, x.max(axis=axis, keepdims=True), out=out)
+        out -= xp.log(xp.exp(out).sum(axis=axis, keepdims=True))
+
+    return {
+        # memory (allocation, transfers and random numbers are the backend's own)
+        "full": full, "arange": arange, "copy": copy, "cast": cast,
+        # unary
+        "neg": _u(xp.negative), "abs": _u(xp.absolute), "sign": _u(xp.sign),
+        "exp": _u(xp.exp), "log": _u(xp.log), "sqrt": _u(xp.sqrt), "sin": _u(xp.sin),
+        "cos": _u(xp.cos), "tanh": _u(xp.tanh), "reciprocal": _u(xp.reciprocal),
+        "floor": _u(xp.floor), "logical_not": _u(xp.logical_not),
+        # binary
+        "add": _b(xp.add), "sub": _b(xp.subtract), "mul": _b(xp.multiply),
+        "div": _b(xp.true_divide), "pow": pow_, "maximum": _b(xp.maximum),
+        "minimum": _b(xp.minimum), "logical_and": _b(xp.logical_and),
+        "logical_or": _b(xp.logical_or),
+        "eq": _b(xp.equal), "ne": _b(xp.not_equal), "lt": _b(xp.less), "le": _b(xp.less_equal),
+        "gt": _b(xp.greater), "ge": _b(xp.greater_equal),
+        # ternary
+        "where": where,
+        # reductions
+        "sum": _reduction(xp, xp.add, xp.sum), "prod": _reduction(xp, xp.multiply, xp.prod),
+        "max": _reduction(xp, xp.maximum, xp.amax), "min": _reduction(xp, xp.minimum, xp.amin),
+        "argmax": lambda out, x, axis: xp.argmax(x, axis=axis, keepdims=True, out=out),
+        "argmin": lambda out, x, axis: xp.argmin(x, axis=axis, keepdims=True, out=out),
+        "matmul": lambda out, a, b: xp.matmul(a, b, out=out),
+        # indexing
+        "gather": gather, "scatter_add": scatter_add, "index": index,
+        "masked_select": masked_select,
+        # composites the array library does better (accuracy or speed) than the
+        # core's decomposition
+        "expm1": _u(xp.expm1), "log1p": _u(xp.log1p), "log2": _u(xp.log2), "tan": _u(xp.tan),
+        "ceil": _u(xp.ceil), "round": _u(xp.rint), "trunc": _u(xp.trunc),
+        "isnan": _u(xp.isnan), "isinf": _u(xp.isinf),
+        "floor_divide": _b(xp.floor_divide), "remainder": _b(xp.remainder),
+        "logical_xor": _b(xp.logical_xor),
+        "cumsum": lambda out, x, axis: xp.cumsum(x, axis=axis, out=out),
+        "sort": sort, "index_put": index_put,
+        "softmax": softmax, "log_softmax": log_softmax,
+    }
+
+
+def span(xp: Any, arr: Any) -> tuple[Any, tuple[int, ...], tuple[int, ...], int]:
+    """(buffer, shape, strides, offset) sharing ``arr``'s memory: the buffer is a
+    1-D array over the span ``arr`` reaches (strides in elements, non-negative).
+    For ``from_dlpack`` on backends whose buffers are ``xp`` arrays."""
+    isz = arr.itemsize
+    if any(s < 0 for s in arr.strides) or any(s % isz for s in arr.strides):
+        arr = xp.ascontiguousarray(arr)  # (negative or unaligned strides: a copy)
+    shape = tuple(arr.shape)
+    if arr.flags.c_contiguous:
+        buf = arr.reshape(-1)
+        strides = []
+        acc = 1
+        for n in reversed(shape):
+            strides.append(acc)
+            acc *= n if n > 1 else 1
+        return buf, shape, tuple(reversed(strides)), 0
+    strides = tuple(s // isz for s in arr.strides)
+    n = 1
+    for d in shape:
+        n *= d
+    length = 1 + sum((d - 1) * s for d, s in zip(shape, strides)) if n else 0
+    buf = xp.lib.stride_tricks.as_strided(arr, (length,), (isz,))
+    return buf, shape, strides, 0
