@@ -23,6 +23,8 @@ VENV = ROOT / ".venv"
 PY = VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 
 PACKAGES = [".", "backends/rtx_cpu", "backends/rtx_opencl", "backends/rtx_cuda"]
+# the third-party backend template, installed for the tests (its conformance run)
+TEST_PACKAGES = ["examples/rtx_template"]
 # PoCL: an OpenCL driver for the CPU, so the opencl backend runs (and is tested)
 # anywhere. A PoCL installed system-wide (apt install pocl-opencl-icd) is used
 # instead where there is one: PyPI's (PoCL 3.0, LLVM 14) can't compile for CPUs
@@ -53,14 +55,15 @@ def setup(kind: str) -> None:
         venv.EnvBuilder(with_pip=True).create(VENV)
         run([str(PY), "-m", "pip", "install", "-q", "--upgrade", "pip"])
     extras = EXTRAS[kind]
+    packages = PACKAGES + (TEST_PACKAGES if kind == "test" else [])
     key = hashlib.sha256()
-    for pkg in PACKAGES:
+    for pkg in packages:
         key.update((ROOT / pkg / "pyproject.toml").read_bytes())
     key.update(" ".join(extras).encode())
     stamp = VENV / f".rtx-installed-{kind}"
     if stamp.exists() and stamp.read_text() == key.hexdigest():
         return
-    editable = [a for pkg in PACKAGES for a in ("-e", pkg)]
+    editable = [a for pkg in packages for a in ("-e", pkg)]
     run([str(PY), "-m", "pip", "install", "-q", *editable, *extras])
     if kind == "test" and _have_clblast():
         # optional: CLBlast's GEMM for the opencl backend (RTX_OPENCL_MATMUL=clblast);

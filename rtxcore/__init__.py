@@ -20,6 +20,7 @@ from .dtype import (bool_, double, float, float16, float32, float64, get_default
                     set_default_dtype, short, uint8)
 from .dispatch.types import DType
 from .device import Device, device, get_default_device, set_default_device
+from .dispatch.fallback import FallbackWarning, fallback_report, set_fallback
 from .shape import Shape, Size, broadcast_shapes as _broadcast_pair
 from .tensor import Tensor
 from .random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state

@@ -88,6 +88,15 @@ class Device:
                 f"device {self} can't be used: its backend (plugin {entry.plugin!r}) has no "
                 f"kernel for {', '.join(lacking)}, which every backend must supply"
             )
+        limits = b.op_dtypes(self.index)
+        if limits:
+            # this device's own table: the limited ops' kernels behind a dtype guard
+            from .dispatch import fallback
+
+            table = dict(table)
+            for op, allowed in limits.items():
+                if op in table:
+                    table[op] = fallback.limited(self, op, table[op], frozenset(allowed))
         self.backend = b
         self.kernels = table
         self._dtypes = frozenset(_dt.BY_NAME[n] for n in b.dtypes(self.index))

@@ -42,7 +42,7 @@ def npv(t) -> np.ndarray:
 
 def other_device(device: str) -> str | None:
     """A device other than ``device`` (for transfers), or None."""
-    devs = [d for d in available_devices() if d != device]
+    devs = [d for d in available_devices(complete=True) if d != device]
     return devs[0] if devs else None
 
 

@@ -36,3 +36,86 @@ def test_table_reports_missing_and_failing(monkeypatch):
         assert "1 fail, 1 missing" in table
     finally:
         rc.unregister_backend(name)
+
+
+# -- the pytest plugin: pytest --rtx-backend / python -m rtxcore.testing -----------------------
+
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import textwrap  # noqa: E402
+
+
+def _run(args: list[str], cwd, env: dict | None = None, code: str | None = None):
+    cmd = [sys.executable, "-c", code] if code else [sys.executable, "-m", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=cwd,
+                          env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", **(env or {})})
+
+
+def test_plugin_runs_the_suite_and_ends_with_the_table(tmp_path):
+    # in an empty folder: the suite comes from the installed plugin
+    p = _run(["pytest", "--rtx-backend", "cpu", "-q", "-p", "no:cacheprovider",
+              "-k", "add or matmul or training"], tmp_path)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr
+    out = p.stdout
+    assert "rtxcore conformance: cpu" in out
+    rows = {ln.split()[0]: ln.split()[1] for ln in out.splitlines()
+            if ln.split() and ln.split()[0] in ("add", "matmul")}
+    assert rows == {"add": "pass", "matmul": "pass"}
+    assert "training: 40 Adam steps  pass" in out
+    # -k left the rest out: they are not in the table
+    assert not any(ln.startswith("exp ") for ln in out.splitlines())
+
+
+def test_a_wrong_kernel_fails_with_its_worst_difference(tmp_path):
+    # a backend whose exp is off by 1e-3, registered in-process, then the suite
+    code = textwrap.dedent("""
+        import sys, numpy as np, pytest, rtxcore as rc
+        from rtxcore.dispatch import hookimpl
+        from rtx_cpu import CPUBackend
+        from rtx_cpu.kernels import KERNELS
+
+        class Off(CPUBackend):
+            name = "off"
+
+        def bad_exp(out, x):
+            np.exp(x, out=out)
+            out *= 1.001
+
+        class Plugin:
+            @hookimpl
+            def rtx_backends(self):
+                return [Off()]
+
+            @hookimpl
+            def rtx_kernels(self, backend):
+                return {**KERNELS, "exp": bad_exp} if backend == "off" else None
+
+        rc.register_backend(Plugin(), name="off-plugin")
+        sys.exit(pytest.main(["--rtx-backend", "off", "-q", "-p", "no:cacheprovider", "-k", "exp or add"]))
+    """)
+    p = _run([], tmp_path, code=code)
+    assert p.returncode == 1, p.stdout[-3000:] + p.stderr
+    exp_row = next(ln for ln in p.stdout.splitlines() if ln.startswith("exp "))
+    assert exp_row.split()[1] == "fail" and "worst difference" in exp_row, exp_row
+    assert float(exp_row.split()[3]) > 1e-3  # the worst difference column
+    assert next(ln for ln in p.stdout.splitlines() if ln.startswith("add ")).split()[1] == "pass"
+
+
+def test_an_unknown_backend_is_a_usage_error(tmp_path):
+    p = _run(["rtxcore.testing", "nosuchdev"], tmp_path)
+    assert p.returncode == 4, p.stdout + p.stderr  # pytest's usage error
+    assert "--rtx-backend nosuchdev: unknown device type 'nosuchdev'" in p.stderr + p.stdout
+
+
+def test_template_backend_passes_what_it_implements_and_falls_back_for_the_rest(tmp_path):
+    pytest.importorskip("rtx_template", reason="examples/rtx_template not installed (dev.py installs it)")
+    p = _run(["rtxcore.testing", "template"], tmp_path, env={"RTX_FALLBACK": "cpu"})
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr
+    out = p.stdout
+    assert "48 primitives on template:0: 12 pass, 0 fail, 36 missing" in out
+    assert "cos  " in out and "no kernel; served by the CPU fallback" in out
+    assert "training: 40 Adam steps  pass" in out and "autograd: gradcheck      pass" in out
+    # strict: without the fallback the smoke tests fail, naming the missing op
+    p = _run(["rtxcore.testing", "template", "-k", "training"], tmp_path, env={"RTX_FALLBACK": "error"})
+    assert p.returncode == 1 and "has no kernel on device template:0" in p.stdout

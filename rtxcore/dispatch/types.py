@@ -113,7 +113,8 @@ class Backend:
 
     Methods a subclass may override (defaults in brackets):
         is_available() [True], unavailable_reason() [None], device_count() [1],
-        device_name(i) [name:i], dtypes(i) [all nine], properties(i) [{}],
+        device_name(i) [name:i], dtypes(i) [all nine], op_dtypes(i) [{}: no per-op
+        limits], properties(i) [{}],
         notes() [[]: lines for ``rtx info``, e.g. devices found but left out],
         view(buffer, shape, strides, offset, dtype) [a :class:`View`],
         to_dlpack(view, **kw) / from_dlpack(obj, index) [refuse].
@@ -159,6 +160,14 @@ class Backend:
     ) -> Any:
         """Build the object kernels receive for one strided window on ``buffer``."""
         return View(buffer, shape, strides, offset, dtype)
+
+    def op_dtypes(self, index: int) -> dict[str, frozenset[str]]:
+        """Per-op dtype limits on device ``index``, narrower than ``dtypes``:
+        ``{"matmul": frozenset({"float32", "float64"})}``. The core refuses other
+        dtypes for those ops with a TypeError before the kernel runs (or sends
+        them to the CPU fallback when it is on); the conformance suite tests
+        exactly what is claimed."""
+        return {}
 
     def notes(self) -> list[str]:
         """Facts ``rtx info`` shows under the backend (a device left out and why)."""

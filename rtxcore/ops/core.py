@@ -119,11 +119,9 @@ def kernel(dev: Device, op: str) -> Callable[..., Any]:
             k = dev.kernels.get(op)
             if k is not None:
                 return k
-        raise NotImplementedError(
-            f"op {op!r} has no kernel on device {dev} (backend {dev.type!r}) and no "
-            f"decomposition in the core; install or update a backend that implements "
-            f"it, or move the tensor to a device that does (e.g. .to('cpu'))"
-        )
+        from ..dispatch import fallback
+
+        return fallback.missing(dev, op)  # the CPU backend's, if allowed; else raises
     return k
 
 

@@ -59,8 +59,11 @@ def assert_close(actual: Any, expected: Any, *, rtol: float | None = None,
         )
 
 
-def available_devices() -> list[str]:
-    """Every device of every available backend, e.g. ``["cpu", "opencl:0"]``."""
+def available_devices(complete: bool = False) -> list[str]:
+    """Every device of every available backend, e.g. ``["cpu", "opencl:0"]``;
+    with ``complete=True`` only those whose backend has a kernel for every
+    primitive (the ones the whole test suite can run on without a fallback)."""
+    from ..dispatch import ops as OPS
     from ..dispatch.registry import registry
 
     registry.ensure_loaded()
@@ -69,6 +72,8 @@ def available_devices() -> list[str]:
         b = entry.backend
         try:
             if not b.is_available():
+                continue
+            if complete and any(op not in entry.kernels for op in OPS.PRIMITIVES):
                 continue
             n = b.device_count()
         except Exception:

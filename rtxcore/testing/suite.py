@@ -1,0 +1,183 @@
+"""The conformance suite ``pytest --rtx-backend DEVICE`` runs (see plugin.py).
+
+Tests of one primitive are skipped, as "missing", when the device has no kernel
+for it; the table at the end says whether the CPU fallback serves it. They are
+never skipped for any other reason.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import rtxcore as rc
+from rtxcore.dispatch.fallback import get_fallback
+from rtxcore.testing import conformance, layouts
+from rtxcore.testing.plugin import device_under_test, record
+
+
+@pytest.fixture(scope="session")
+def device(request: pytest.FixtureRequest) -> str:
+    return device_under_test(request.config)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    dev = device_under_test(metafunc.config)
+    if "op_dtype" in metafunc.fixturenames:
+        cases = [(op, dt.name) for op in layouts.CASES for dt in layouts.claimed_dtypes(dev, op)]
+        metafunc.parametrize("op_dtype", cases, ids=[f"{op}-{dt}" for op, dt in cases])
+    if "op" in metafunc.fixturenames:
+        metafunc.parametrize("op", list(conformance.CHECKS))
+
+
+def _has(device: str, op: str) -> bool:
+    return op in rc.device(device).kernels
+
+
+def _missing(device: str, op: str, run) -> None:
+    """Record ``op`` as missing, with what the CPU fallback makes of it, and skip."""
+    mode, why = get_fallback()
+    if why == "RTX_FALLBACK=error" or op in ("empty", "from_host", "to_host"):
+        record(op, "kernel", "missing", detail="no kernel; no fallback")
+    else:
+        with warnings.catch_warnings(), rc.set_fallback("cpu"):
+            warnings.simplefilter("ignore", rc.FallbackWarning)
+            try:
+                run()
+                outcome = "served by the CPU fallback" + ("" if mode == "cpu" else " (when on)")
+            except Exception as exc:
+                outcome = f"the CPU fallback fails: {type(exc).__name__}: {exc}".splitlines()[0][:120]
+        record(op, "kernel", "missing", detail=f"no kernel; {outcome}")
+    pytest.skip(f"missing: {device} has no {op} kernel")
+
+
+def test_primitive_on_every_layout(device: str, op_dtype: tuple[str, str]) -> None:
+    """One primitive, one claimed dtype, every layout, against the CPU backend."""
+    op, dtype_name = op_dtype
+    dtype = layouts._dtype(dtype_name)
+
+    def run_all() -> list[tuple[str, str, float, str]]:
+        return [(lay, *layouts.check(device, op, dtype, lay)) for lay in layouts.LAYOUTS]
+
+    def run_strict() -> None:
+        bad = [f"{lay}: {detail}" for lay, status, _, detail in run_all() if status == "fail"]
+        if bad:
+            raise AssertionError("; ".join(bad))
+
+    if not _has(device, op):
+        _missing(device, op, run_strict)
+    failures = []
+    for lay, status, worst, detail in run_all():
+        if status == "n/a":
+            continue
+        record(op, f"{dtype_name}/{lay}", status, worst, detail)
+        if status == "fail":
+            failures.append(f"{lay}: {detail}")
+    assert not failures, f"{op} on {device} ({dtype_name}): " + "; ".join(failures)
+
+
+def test_primitive_semantics(device: str, op: str) -> None:
+    """The primitive's own checks: scalars, in-place aliasing, strided targets,
+    accumulating repeats, integer powers, float16 accumulation, seeds."""
+    check = conformance.CHECKS[op]
+    if not _has(device, op):
+        _missing(device, op, lambda: check(device))
+    if not conformance.claims(device, op, "float32"):
+        return  # (the checks are written in float32; the layout tests cover the rest)
+    try:
+        check(device)
+    except Exception as exc:
+        record(op, "semantics", "fail", float("inf"), f"{type(exc).__name__}: {exc}".splitlines()[0][:160])
+        raise
+    record(op, "semantics", "pass")
+
+
+# -- smoke: composites, autograd, training ----------------------------------------------------
+
+def _put(x, idx, value):
+    x[idx] = value
+    x[:, rc.tensor([1, 1], device=x.device)] = -1.0  # a repeated index: the last write wins
+    return x
+
+
+COMPOSITES = {
+    "softmax": lambda x: x.softmax(-1), "log_softmax": lambda x: x.log_softmax(0),
+    "cumsum": lambda x: x.cumsum(1), "sort": lambda x: x.sort(1, descending=True).values,
+    "argsort": lambda x: x.argsort(0), "expm1": lambda x: x.expm1(), "log1p": lambda x: x.abs().log1p(),
+    "sigmoid": lambda x: x.sigmoid(), "erf": lambda x: x.erf(), "round": lambda x: (x * 3).round(),
+    "remainder": lambda x: x.remainder(0.7), "floor_divide": lambda x: x // 0.7,
+    "clamp": lambda x: x.clamp(-1, 1), "mean/var/std": lambda x: (x.mean(0), x.var(1), x.std()),
+    "norm": lambda x: x.norm(), "isnan/isinf": lambda x: ((x / 0).isnan(), (x / 0).isinf()),
+    "index_put": lambda x: _put(x.clone(), rc.tensor([0, 2], device=x.device), 7.0),
+    "cat/stack": lambda x: (rc.cat([x, x[:2]], 0), rc.stack([x, x.t().t()])),
+    "topk": lambda x: x.topk(2, dim=1).values, "einsum": lambda x: rc.einsum("ij,kj->ik", x, x),
+    "tril/flip": lambda x: (x.tril(), x.flip(0)),
+}
+
+
+@pytest.mark.parametrize("name", list(COMPOSITES))
+def test_composite(device: str, name: str) -> None:
+    fn = COMPOSITES[name]
+    xn = layouts.values(layouts._dtype("float32"), 21)
+    want = layouts._host(fn(rc.tensor(xn, device="cpu")))
+    got = layouts._host(fn(rc.tensor(xn, device=device)))
+    ok, worst, detail = layouts._diff(got, want, "float32")
+    record(f"composite: {name}", "float32", "pass" if ok else "fail", worst, detail)
+    assert ok, f"{name} on {device}: {detail}"
+
+
+def _float(device: str):
+    return rc.float64 if rc.device(device).supports(rc.float64) else rc.float32
+
+
+def test_autograd_gradcheck(device: str) -> None:
+    dt = _float(device)
+    rng = np.random.default_rng(22)
+    x = rc.tensor(rng.standard_normal((3, 4)), dtype=dt, device=device, requires_grad=True)
+    w = rc.tensor(rng.standard_normal((4, 5)), dtype=dt, device=device, requires_grad=True)
+    idx = rc.tensor([2, 0], device=device)
+
+    def f(x, w):
+        h = (x @ w).tanh() * x.sum(1, keepdim=True).exp()
+        return (h.log_softmax(-1)[idx] + h.amax(0)).sum()
+
+    tol = dict(eps=1e-6, atol=1e-5, rtol=1e-3) if dt is rc.float64 else dict(eps=1e-2, atol=2e-2, rtol=2e-2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # float32 finite differences, said below
+        ok = rc.autograd.gradcheck(f, (x, w), raise_exception=False, **tol)
+    record("autograd: gradcheck", dt.name, "pass" if ok else "fail", 0.0 if ok else float("inf"),
+           "" if ok else "analytic and numeric gradients differ")
+    assert ok, f"gradcheck on {device} ({dt.name}) failed"
+
+
+def test_training_loop(device: str) -> None:
+    """An MLP trained 40 steps on the device learns, and follows the cpu run."""
+    rng = np.random.default_rng(23)
+    xn = rng.standard_normal((64, 8)).astype(np.float32)
+    yn = (xn[:, 0] + xn[:, 1] > 0).astype(np.int64) + (xn[:, 2] > 1)
+
+    def train(dev: str) -> list[float]:
+        rc.manual_seed(0)
+        model = rc.nn.Sequential(rc.nn.Linear(8, 16), rc.nn.ReLU(), rc.nn.Linear(16, 3))
+        model.to(dev)
+        opt = rc.optim.Adam(model.parameters(), lr=0.05)
+        x, y = rc.tensor(xn, device=dev), rc.tensor(yn, device=dev)
+        losses = []
+        for _ in range(40):
+            loss = rc.nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        return losses
+
+    got, want = train(device), train("cpu")
+    diff = float(np.max(np.abs(np.array(got) - np.array(want))))
+    learned = got[-1] < 0.5 * got[0]
+    ok = learned and diff < 1e-3 * max(1.0, want[0])
+    record("training: 40 Adam steps", "float32", "pass" if ok else "fail", diff,
+           "" if ok else f"loss {got[0]:.3f} -> {got[-1]:.3f}; cpu {want[0]:.3f} -> {want[-1]:.3f}")
+    assert learned, f"the loss on {device} went {got[0]:.3f} -> {got[-1]:.3f}"
+    assert ok, f"{device} departs from cpu by {diff:.3g} in the loss curve"
