@@ -88,21 +88,28 @@ class Device:
                 f"device {self} can't be used: its backend (plugin {entry.plugin!r}) has no "
                 f"kernel for {', '.join(lacking)}, which every backend must supply"
             )
-        limits = b.op_dtypes(self.index)
-        if limits:
-            # this device's own table: the limited ops' kernels behind a dtype guard
-            from .dispatch import fallback
-
-            table = dict(table)
-            for op, allowed in limits.items():
-                if op in table:
-                    table[op] = fallback.limited(self, op, table[op], frozenset(allowed))
         self.backend = b
-        self.kernels = table
+        self.kernels = self._table(b)
         self._dtypes = frozenset(_dt.BY_NAME[n] for n in b.dtypes(self.index))
         self.view = b.view
         self._ready = True
         return self
+
+    def _table(self, b: Any) -> dict[str, Any]:
+        """The kernel table this device uses: its backend's, shared by all its
+        devices, or with per-op dtype limits its own copy, the limited ops'
+        kernels behind a dtype guard."""
+        table = registry.tables[self.type]
+        limits = b.op_dtypes(self.index)
+        if not limits:
+            return table
+        from .dispatch import fallback
+
+        table = dict(table)
+        for op, allowed in limits.items():
+            if op in table:
+                table[op] = fallback.limited(self, op, table[op], frozenset(allowed))
+        return table
 
     def backend_ready(self) -> Any:
         """The bound backend descriptor (binding on first use)."""
@@ -154,6 +161,13 @@ device = Device
 def _reset_devices() -> None:
     for d in list(Device._interned.values()):
         d._ready = False
+        if d.kernels is not registry.tables.get(d.type):
+            # its own table (per-op dtype limits): rebuild it from the new one
+            entry = registry.backends.get(d.type)
+            try:
+                d.kernels = d._table(entry.backend) if entry else {}
+            except Exception:  # the descriptor fails now: the next use reports it
+                d.kernels = {}
 
 
 _listeners.append(_reset_devices)

@@ -4,7 +4,8 @@
 #      (pip --no-deps --no-build-isolation: the machine has CuPy, NumPy, pluggy
 #      and pytest, and maybe no network);
 #   2. rtx info;
-#   3. the conformance check of every primitive on the device;
+#   3. the conformance suite on the device (every primitive, dtype and layout
+#      against cpu, then composites, gradcheck, training), ending with its table;
 #   4. the device-generic test suite with the device under test (test modules
 #      whose extra libraries are missing here are left out, and named);
 #   5. benchmarks/ops.py --device cuda (beside CuPy's own calls).
@@ -36,7 +37,7 @@ step "install (offline, editable)" 120 \
 
 step "rtx info" 60 "$PY" -m rtxcore info
 
-step "conformance of every primitive" 120 "$PY" -m rtxcore.testing.conformance "$DEV"
+step "conformance suite (table per op)" 150 env RTX_FALLBACK=error "$PY" -m rtxcore.testing "$DEV"
 
 # modules that need a library this machine may lack are left out, and said so
 IGNORE=$("$PY" - <<'EOF'

@@ -175,3 +175,31 @@ def test_undeclared_dtype_goes_to_the_fallback_when_it_is_on(limited):
     assert c.dtype == rc.float64 and c.device == rc.device("limited")
     assert_close(c.cpu(), np.arange(6.0).reshape(2, 3) @ np.arange(6.0).reshape(2, 3).T)
     assert rc.fallback_report() == {("limited", "matmul"): 1}
+
+
+def test_limits_follow_a_table_rebuild(limited):
+    a = rc.ones(2, 2, device="limited")
+    assert (a @ a).sum().item() == 8.0
+    # registering another plugin rebuilds the tables; the limited device rebinds
+    other = LimitedPlugin()
+    other.ran = []
+
+    class Extra:
+        @hookimpl(tryfirst=True)
+        def rtx_kernels(self, backend):
+            if backend == "limited":
+                from rtx_cpu.kernels import KERNELS
+
+                def matmul(out, x, y):
+                    other.ran.append("matmul")
+                    KERNELS["matmul"](out, x, y)
+                return {"matmul": matmul}
+
+    name = rc.register_backend(Extra(), name="extra-matmul")
+    try:
+        assert (a @ a).sum().item() == 8.0
+        assert other.ran == ["matmul"]  # the override is used, behind the same limit
+        with pytest.raises(TypeError, match="matmul on device limited:0 does not support dtype float64"):
+            a.double() @ a.double()
+    finally:
+        rc.unregister_backend(name)
