@@ -21,7 +21,8 @@ class Device:
     """``rtxcore.device("opencl:1")``. One object per (type, index): compare with ``==``
     or ``is``. Also a context manager that makes it the default device."""
 
-    __slots__ = ("type", "index", "_ready", "kernels", "backend", "_dtypes", "view", "__weakref__")
+    __slots__ = ("type", "index", "_ready", "kernels", "backend", "_dtypes", "view", "_limits",
+                 "__weakref__")
 
     _interned: dict[tuple[str, int], "Device"] = {}
     _lock = threading.Lock()
@@ -62,6 +63,7 @@ class Device:
                 dev.type, dev.index = dtype, index
                 dev._ready = False
                 dev.kernels = {}
+                dev._limits = {}
                 dev.backend = None
                 dev._dtypes = frozenset()
                 dev.view = None
@@ -100,7 +102,14 @@ class Device:
         devices, or with per-op dtype limits its own copy, the limited ops'
         kernels behind a dtype guard."""
         table = registry.tables[self.type]
-        limits = b.op_dtypes(self.index)
+        limits = {}
+        for op, names in (b.op_dtypes(self.index) or {}).items():
+            try:
+                limits[op] = frozenset(_dt.as_dtype(n).name for n in names)
+            except (TypeError, ValueError, KeyError) as exc:
+                raise RuntimeError(f"device {self}: its backend's op_dtypes() for {op!r} names "
+                                   f"an unknown dtype ({exc})") from None
+        self._limits = limits
         if not limits:
             return table
         from .dispatch import fallback
@@ -108,7 +117,7 @@ class Device:
         table = dict(table)
         for op, allowed in limits.items():
             if op in table:
-                table[op] = fallback.limited(self, op, table[op], frozenset(allowed))
+                table[op] = fallback.limited(self, op, table[op], allowed)
         return table
 
     def backend_ready(self) -> Any:
@@ -161,13 +170,15 @@ device = Device
 def _reset_devices() -> None:
     for d in list(Device._interned.values()):
         d._ready = False
-        if d.kernels is not registry.tables.get(d.type):
-            # its own table (per-op dtype limits): rebuild it from the new one
-            entry = registry.backends.get(d.type)
-            try:
-                d.kernels = d._table(entry.backend) if entry else {}
-            except Exception:  # the descriptor fails now: the next use reports it
-                d.kernels = {}
+        if d.backend is None:
+            continue  # never bound: its first use binds it
+        # the table (and per-op limits) may have changed with the plugins: the
+        # fast paths use d.kernels without rebinding, so rebuild it now
+        entry = registry.backends.get(d.type)
+        try:
+            d.kernels = d._table(entry.backend) if entry else registry.tables.get(d.type, {})
+        except Exception:  # the descriptor fails now: the next use reports it
+            d.kernels, d._limits = {}, {}
 
 
 _listeners.append(_reset_devices)

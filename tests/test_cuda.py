@@ -150,8 +150,11 @@ def test_kernel_table_covers_every_primitive_from_the_shared_table():
     from rtxcore.dispatch import xp
 
     shared = set(xp.kernels(np))
-    assert set(KERNELS) == shared | set(_OWN)
+    # (less index_put: repeated indices are undefined in CuPy; the core's
+    # decomposition makes the last write win)
+    assert set(KERNELS) == (shared - {"index_put"}) | set(_OWN)
     assert all(CPU[name].__code__.co_filename == xp.__file__ for name in shared)
+    assert all(KERNELS[name].__name__ == name for name in shared - {"index_put"})
     assert set(_OWN) == {"empty", "from_host", "to_host", "uniform", "normal"}
 
 

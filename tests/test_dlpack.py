@@ -73,3 +73,11 @@ def test_opencl_tensors_say_to_go_through_cpu():
     with pytest.raises(BufferError, match=r"opencl:0 tensors can't be exchanged through DLPack.*\.cpu\(\)"):
         np.from_dlpack(t)
     np.testing.assert_array_equal(np.from_dlpack(t.cpu()), [1, 1, 1])
+
+
+def test_negative_strides_are_refused_not_silently_copied():
+    a = np.arange(6.0)
+    with pytest.raises(BufferError, match="negative strides"):
+        rc.from_dlpack(a[::-1])
+    t = rc.from_dlpack(np.ascontiguousarray(a[::-1]))
+    assert t.tolist() == [5.0, 4.0, 3.0, 2.0, 1.0, 0.0]

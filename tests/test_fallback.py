@@ -203,3 +203,52 @@ def test_limits_follow_a_table_rebuild(limited):
             a.double() @ a.double()
     finally:
         rc.unregister_backend(name)
+
+
+def test_a_limit_on_a_composite_falls_back_to_the_decomposition(monkeypatch):
+    # softmax limited to float32: float64 softmax is decomposed into primitives
+    # (no TypeError, no CPU fallback); float32 uses the backend's kernel
+    monkeypatch.delenv("RTX_FALLBACK", raising=False)
+    ran = []
+
+    class Limits(LimitedBackend):
+        name = "climited"
+
+        def op_dtypes(self, index):
+            return {"softmax": {"float32"}, "sort": ["float"]}  # names go through as_dtype
+
+    class Plugin:
+        @hookimpl
+        def rtx_backends(self):
+            return [Limits()]
+
+        @hookimpl
+        def rtx_kernels(self, backend):
+            if backend != "climited":
+                return None
+            from rtx_cpu.kernels import KERNELS
+
+            def softmax(out, x, axis):
+                ran.append(x.dtype.name)
+                KERNELS["softmax"](out, x, axis)
+            return {**KERNELS, "softmax": softmax}
+
+    name = rc.register_backend(Plugin(), name="climited-plugin")
+    try:
+        xn = np.array([[1.0, 2.0, 3.0], [0.0, 0.0, 1.0]])
+        for dt in (rc.float64, rc.float32):
+            got = rc.tensor(xn, dtype=dt, device="climited").softmax(-1)
+            e = np.exp(xn - xn.max(-1, keepdims=True))
+            assert_close(got.cpu(), (e / e.sum(-1, keepdims=True)).astype(dt.numpy), rtol=1e-6)
+        assert ran == ["float32"]
+        v = rc.tensor([3, 1, 2], device="climited").sort().values  # int64: decomposed
+        assert v.tolist() == [1, 2, 3]
+    finally:
+        rc.unregister_backend(name)
+
+
+def test_a_zero_dim_result_comes_back_zero_dim(fake):
+    with rc.set_fallback("cpu"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", rc.FallbackWarning)
+        y = rc.cos(rc.tensor(0.5, device="fake:0"))
+    assert y.shape == () and y.item() == pytest.approx(np.cos(0.5), rel=1e-6)

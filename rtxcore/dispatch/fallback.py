@@ -121,9 +121,11 @@ def missing(dev: Any, op: str) -> Callable[..., Any]:
     mode, why = get_fallback()
     if mode == "cpu" and op not in NO_FALLBACK and dev.type != "cpu":
         return _borrowed(dev, op, f"{op} has no kernel on {dev}")
-    hint = "" if op in NO_FALLBACK else (
-        f"; or let the CPU backend run it: rtxcore.set_fallback('cpu') or RTX_FALLBACK=cpu "
-        f"(now off: {why})")
+    if op in NO_FALLBACK or dev.type == "cpu":
+        hint = ""
+    else:
+        hint = (f"; or let the CPU backend run it: rtxcore.set_fallback('cpu') or "
+                f"RTX_FALLBACK=cpu (now off: {why})")
     raise NotImplementedError(
         f"op {op!r} has no kernel on device {dev} (backend {dev.type!r}) and no "
         f"decomposition in the core; install or update a backend that implements it, "
@@ -183,7 +185,9 @@ def _borrowed(dev: Any, op: str, what: str) -> Callable[..., Any]:
                       f"This warning is shown once per op; rtxcore.fallback_report() counts the calls",
                       FallbackWarning, stacklevel=4)
     outputs = 2 if op in _TWO_OUTPUTS else 1
-    to_host, from_host, copy = dev.kernels["to_host"], dev.kernels["from_host"], dev.kernels["copy"]
+    # (the unguarded kernels: a limit on copy must not send the write-back here again)
+    to_host, from_host, copy = (getattr(dev.kernels[k], "__wrapped__", dev.kernels[k])
+                                for k in ("to_host", "from_host", "copy"))
 
     def host(a: Any) -> Any:
         if isinstance(a, tuple):
@@ -198,7 +202,7 @@ def _borrowed(dev: Any, op: str, what: str) -> Callable[..., Any]:
         host_args = [host(a) for a in args]
         cpu_kernel(*host_args)
         for target, result in zip(args[:outputs], host_args[:outputs]):
-            result = np.ascontiguousarray(result)
+            result = np.ascontiguousarray(result).reshape(result.shape)  # (keeps 0-d 0-d)
             _, staged = from_host(result, BY_NAME[result.dtype.name], dev.index)
             copy(target, staged)
 

@@ -178,8 +178,11 @@ def span(xp: Any, arr: Any) -> tuple[Any, tuple[int, ...], tuple[int, ...], int]
     1-D array over the span ``arr`` reaches (strides in elements, non-negative).
     For ``from_dlpack`` on backends whose buffers are ``xp`` arrays."""
     isz = arr.itemsize
-    if any(s < 0 for s in arr.strides) or any(s % isz for s in arr.strides):
-        arr = xp.ascontiguousarray(arr)  # (negative or unaligned strides: a copy)
+    if any(s < 0 for s in arr.strides):
+        raise BufferError("from_dlpack: negative strides can't be shared (tensors have "
+                          "non-negative strides); pass a copy, e.g. numpy.ascontiguousarray(x)")
+    if any(s % isz for s in arr.strides):
+        arr = xp.ascontiguousarray(arr)  # (strides not a multiple of the item: a copy)
     shape = tuple(arr.shape)
     if arr.flags.c_contiguous:
         buf = arr.reshape(-1)

@@ -125,6 +125,19 @@ def kernel(dev: Device, op: str) -> Callable[..., Any]:
     return k
 
 
+def own_kernel(dev: Device, op: str, dtype: Any) -> Callable[..., Any] | None:
+    """The backend's kernel for composite ``op`` on ``dtype`` (a DType, or a
+    function giving it, called only where the backend limits ``op``), or None:
+    then the core decomposes it."""
+    k = dev.kernels.get(op)
+    if k is None or not dev._limits:
+        return k
+    allowed = dev._limits.get(op)
+    if allowed is None:
+        return k
+    return k if (dtype() if callable(dtype) else dtype).name in allowed else None
+
+
 def expand_to(t: Tensor, shape: tuple[int, ...]) -> Any:
     """Native view of ``t`` broadcast to ``shape`` (stride-0 dims)."""
     if t._shape == shape:

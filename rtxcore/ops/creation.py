@@ -15,7 +15,7 @@ from ..random import Generator, default_generator
 from ..shape import ints_arg, prod
 from ..tensor import Storage, Tensor
 from ..autograd.tape import differentiable, parameters
-from .core import (cast, empty as _empty, from_host, kernel, make,
+from .core import (cast, check_dtype, empty as _empty, from_host, kernel, make,
                    ready_device, scalar_for, view_of)
 
 # -- from data ----------------------------------------------------------------------
@@ -151,6 +151,7 @@ def from_dlpack(ext: Any) -> Tensor:
     dtype = D._BY_NUMPY.get(np.dtype(buf.dtype))
     if dtype is None:
         raise TypeError(f"from_dlpack: dtype {buf.dtype} is not supported")
+    check_dtype(dtype, dev)
     return make(Storage(buf, dev), tuple(shape), tuple(strides), offset, dtype, dev)
 
 

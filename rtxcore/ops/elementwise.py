@@ -14,6 +14,7 @@ from .. import dtype as D
 from ..tensor import Tensor
 from .core import (FLOAT, SAME, TO_BOOL, bad_operand, binary, cast, empty, is_scalar,
                    kernel, scalar_for, unary, view_of, write_result)
+from .core import own_kernel
 from .core import where as _core_where
 from ..autograd.tape import differentiable, inplace
 
@@ -214,7 +215,7 @@ def where(condition: Tensor, input: Any = None, other: Any = None) -> Any:  # no
 def _composite_unary(op: str, x: Tensor, kind: int = FLOAT) -> Tensor | None:
     if not isinstance(x, Tensor):
         raise bad_operand(op, x)
-    if op in x._device.kernels:
+    if own_kernel(x._device, op, x._dtype):
         return unary(op, x, kind)
     return None
 
@@ -438,7 +439,7 @@ def any_nonzero(t: Tensor) -> bool:
 def floor_divide(x: Any, y: Any) -> Tensor:
     dev = (x if isinstance(x, Tensor) else y)._device
     _check_int_divisor(x, y)
-    if "floor_divide" in dev.kernels:
+    if own_kernel(dev, "floor_divide", lambda: D.result_type(x, y)):
         return binary("floor_divide", x, y)
     if _all_int(x, y):
         return _int_floor_divide(x, y, dev)
@@ -479,7 +480,7 @@ def _int_floor_divide(x: Any, y: Any, dev: Any) -> Tensor:
 def remainder(x: Any, y: Any) -> Tensor:
     dev = (x if isinstance(x, Tensor) else y)._device
     _check_int_divisor(x, y)
-    if "remainder" in dev.kernels:
+    if own_kernel(dev, "remainder", lambda: D.result_type(x, y)):
         return binary("remainder", x, y)
     # Python's (and PyTorch's) sign convention: the result has the divisor's sign.
     return sub(x, mul(floor_divide(x, y), y))
@@ -487,7 +488,7 @@ def remainder(x: Any, y: Any) -> Tensor:
 
 def logical_xor(x: Any, y: Any) -> Tensor:
     dev = (x if isinstance(x, Tensor) else y)._device
-    if "logical_xor" in dev.kernels:
+    if own_kernel(dev, "logical_xor", lambda: D.result_type(x, y)):
         return binary("logical_xor", x, y, TO_BOOL)
     return ne(_as_bool(x), _as_bool(y))
 

@@ -17,6 +17,7 @@ from . import elementwise as E
 from . import views as V
 from ..autograd.grad_mode import _state
 from ..autograd.tape import differentiable, inplace, requires_grad, run_inplace
+from .core import own_kernel
 from .core import reduce as reduce_
 from .core import (as_view, bad_operand, cast, check_overlap, contiguous, cstrides, empty,
                    expand_to, kernel, mixed_devices, scalar_for, view_of, write_result)
@@ -297,7 +298,7 @@ def _setitem(x: Tensor, key: Any, value: Any) -> None:
 def _index_put(out: Tensor, idx: tuple[Tensor, ...], vals: Any, ishape: tuple[int, ...]) -> None:
     """out[idx] = vals, where vals is a native view already broadcast to the result."""
     dev = out._device
-    k = dev.kernels.get("index_put")
+    k = own_kernel(dev, "index_put", out._dtype)
     views = tuple(expand_to(t, ishape) for t in idx)
     if k is not None:
         k(view_of(out), views, vals)
@@ -545,7 +546,7 @@ def sort(x: Tensor, dim: int = -1, descending: bool = False, stable: bool = Fals
     if x.ndim == 0:
         return sort_result(x.clone(), E.zeros_scalar_like(cast(x, D.int64)))
     d = normalize_dim(dim, x.ndim)
-    k = x._device.kernels.get("sort")
+    k = own_kernel(x._device, "sort", x._dtype)
     if k is not None:
         values = empty(x._shape, x._dtype, x._device)
         indices = empty(x._shape, D.int64, x._device)

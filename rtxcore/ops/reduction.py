@@ -12,7 +12,7 @@ from .. import dtype as D
 from ..shape import normalize_dim, normalize_dims, prod
 from ..tensor import Tensor
 from . import elementwise as E
-from .core import as_view, cast, contiguous, drop_axes, empty, kernel, reduce, view_of
+from .core import as_view, cast, contiguous, drop_axes, empty, kernel, own_kernel, reduce, view_of
 from ..autograd.tape import differentiable
 
 max_result = namedtuple("max", ["values", "indices"])
@@ -231,7 +231,7 @@ def softmax(x: Tensor, dim: int, dtype: Any = None) -> Tensor:
     axes = (normalize_dim(dim, x.ndim),) if x.ndim else ()
     if not prod(x._shape):  # nothing to normalize (and max has no identity)
         return x.clone()
-    k = x._device.kernels.get("softmax")
+    k = own_kernel(x._device, "softmax", x._dtype)
     if k is not None and axes:
         out = empty(x._shape, x._dtype, x._device)
         k(out._h, view_of(x), axes[0])
@@ -246,7 +246,7 @@ def log_softmax(x: Tensor, dim: int, dtype: Any = None) -> Tensor:
     axes = (normalize_dim(dim, x.ndim),) if x.ndim else ()
     if not prod(x._shape):  # nothing to normalize (and max has no identity)
         return x.clone()
-    k = x._device.kernels.get("log_softmax")
+    k = own_kernel(x._device, "log_softmax", x._dtype)
     if k is not None and axes:
         out = empty(x._shape, x._dtype, x._device)
         k(out._h, view_of(x), axes[0])
@@ -265,7 +265,7 @@ def cumsum(x: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
     if x.ndim == 0:
         return x.clone()
     axis = normalize_dim(dim, x.ndim)
-    k = x._device.kernels.get("cumsum")
+    k = own_kernel(x._device, "cumsum", x._dtype)
     if k is not None:
         out = empty(x._shape, x._dtype, x._device)
         k(out._h, view_of(x), axis)

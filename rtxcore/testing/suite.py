@@ -98,7 +98,8 @@ def test_primitive_semantics(device: str, op: str) -> None:
 
 def _put(x, idx, value):
     x[idx] = value
-    x[:, rc.tensor([1, 1], device=x.device)] = -1.0  # a repeated index: the last write wins
+    # a repeated index: the last write wins
+    x[:, rc.tensor([1, 1], device=x.device)] = rc.tensor([[-1.0, -2.0]] * x.shape[0], device=x.device)
     return x
 
 

@@ -20,6 +20,10 @@ _module: Any = None
 SOURCE = Path(__file__).with_name("philox.cu")
 
 
+# dtypes CuPy's atomic scatter-add takes (cupy.add.at / cupyx.scatter_add)
+_ATOMIC = ("int32", "uint32", "uint64", "float16", "float32", "float64")
+
+
 def _table() -> dict[str, Callable[..., Any]]:
     global _shared
     if _shared is None:
@@ -29,7 +33,29 @@ def _table() -> dict[str, Callable[..., Any]]:
             import cupyx
 
             at = cupyx.scatter_add
-        _shared = xp.kernels(cp, scatter_add_at=at)
+
+        def add_at(out: Any, index: tuple[Any, ...], src: Any) -> None:
+            name = out.dtype.name
+            if name in _ATOMIC:
+                at(out, index, src)
+            elif name == "int64":  # two's complement: the same bits as unsigned
+                at(out.view(np.uint64), index, src.view(np.uint64))
+            else:  # bool, int8, int16, uint8: accumulate in int32, then store
+                wide = out.astype(np.int32)
+                at(wide, index, src.astype(np.int32))
+                cp.copyto(out, wide != 0 if name == "bool" else wide, casting="unsafe")
+
+        _shared = xp.kernels(cp, scatter_add_at=add_at)
+        shared_cast = _shared["cast"]
+
+        def cast(out: Any, x: Any) -> None:
+            # float -> unsigned: CUDA saturates negatives to 0, C (and NumPy) wrap
+            # them; go through int64 so every backend agrees
+            if out.dtype.kind == "u" and x.dtype.kind == "f":
+                x = x.astype(np.int64)
+            shared_cast(out, x)
+
+        _shared["cast"] = cast
     return _shared
 
 
@@ -97,8 +123,10 @@ def normal(out: Any, mean: float, std: float, seed: int, offset: int) -> None:
 
 _OWN = {"empty": empty, "from_host": from_host, "to_host": to_host,
         "uniform": uniform, "normal": normal}
-# the names the shared table provides (the same for any xp: asked of NumPy's)
-_SHARED_NAMES = [n for n in xp.kernels(np) if n not in _OWN]
+# the names the shared table provides (the same for any xp: asked of NumPy's),
+# less index_put: CuPy leaves `out[idx] = v` with repeated indices undefined,
+# and the core's decomposition makes the last write win
+_SHARED_NAMES = [n for n in xp.kernels(np) if n not in _OWN and n != "index_put"]
 
 KERNELS: dict[str, Callable[..., Any]] = {n: _on_device(n) for n in _SHARED_NAMES}
 KERNELS.update(_OWN)
