@@ -119,3 +119,13 @@ def test_template_backend_passes_what_it_implements_and_falls_back_for_the_rest(
     # strict: without the fallback the smoke tests fail, naming the missing op
     p = _run(["rtxcore.testing", "template", "-k", "training"], tmp_path, env={"RTX_FALLBACK": "error"})
     assert p.returncode == 1 and "has no kernel on device template:0" in p.stdout
+
+
+def test_other_pytest_runs_do_not_import_rtxcore(tmp_path):
+    (tmp_path / "test_other.py").write_text(
+        "import sys\n\ndef test_no_rtxcore():\n    assert 'rtxcore' not in sys.modules\n")
+    p = _run(["pytest", "-q", "-p", "no:cacheprovider", "test_other.py"], tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "1 passed" in p.stdout
+    p = _run(["pytest", "--help"], tmp_path)
+    assert "--rtx-backend=DEVICE" in p.stdout  # the option is there all the same

@@ -17,8 +17,8 @@ def main(argv: list[str]) -> int:
     # (rtxcore is imported already, so pytest could not rewrite its asserts: say nothing)
     args = ["--rtx-backend", argv[0], "-q", "-p", "no:cacheprovider",
             "-W", "ignore::pytest.PytestAssertRewriteWarning", *argv[1:]]
-    if not any(ep.value == "rtxcore.testing.plugin" for ep in entry_points(group="pytest11")):
-        args = ["-p", "rtxcore.testing.plugin", *args]  # (rtxcore not installed as a package)
+    if not any(ep.value == "_rtxcore_pytestplugin" for ep in entry_points(group="pytest11")):
+        args = ["-p", "_rtxcore_pytestplugin", *args]  # (rtxcore not installed as a package)
     return int(pytest.main(args))
 
 

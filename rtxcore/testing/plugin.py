@@ -1,4 +1,4 @@
-"""The backend conformance suite as a pytest plugin (entry point ``pytest11``).
+"""The backend conformance suite as a pytest plugin.
 
     pytest --rtx-backend mydev          # or: python -m rtxcore.testing mydev
 
@@ -10,7 +10,9 @@ then composites, autograd and a short training loop on the device. It ends with
 a table per op: pass, fail (with the worst difference) or missing (and whether
 the CPU fallback serves it).
 
-Without ``--rtx-backend`` the plugin does nothing.
+The ``pytest11`` entry point is the top-level module ``_rtxcore_pytestplugin``,
+which adds the option and registers this module only when it is given, so
+other pytest runs don't import rtxcore.
 """
 
 from __future__ import annotations
@@ -24,13 +26,6 @@ SUITE = Path(__file__).with_name("suite.py")
 
 # op -> list of (what, status, worst difference, detail), filled by the suite
 RESULTS: dict[str, list[tuple[str, str, float, str]]] = {}
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("rtxcore", "rtxcore backend conformance")
-    group.addoption("--rtx-backend", metavar="DEVICE", default=None,
-                    help="run rtxcore's backend conformance suite on DEVICE (a device type "
-                         "such as opencl or mydev, or one device: opencl:1)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
