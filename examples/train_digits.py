@@ -125,8 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     losses, accs, steps = [], [], 0
     t0 = time.perf_counter()
     for epoch in range(epochs):
+        # (disable=None: no bar when stdout isn't a terminal, e.g. in a CI log)
         bar = tqdm(loader, desc=f"epoch {epoch + 1}/{epochs}", leave=False,
-                   disable=args.no_progress, file=sys.stdout)
+                   disable=True if args.no_progress else None, file=sys.stdout)
         total, count = 0.0, 0
         for x, y in bar:
             loss = nn.functional.cross_entropy(model(x), y)
