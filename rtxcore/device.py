@@ -7,14 +7,10 @@ import threading
 from typing import Any
 
 from . import dtype as _dt
-from .dispatch import _listeners
+from .dispatch import _listeners, ops as _ops
 from .dispatch.registry import KNOWN_BACKENDS, registry
 
 __all__ = ["device", "Device", "get_default_device", "set_default_device"]
-
-# Without these no tensor can exist on a device; everything else may be missing
-# (and is then reported per op).
-_REQUIRED = ("empty", "from_host", "to_host")
 
 
 class Device:
@@ -84,7 +80,7 @@ class Device:
                 f"{self.type} has {n} device{'s' if n != 1 else ''}"
             )
         table = registry.tables[self.type]
-        lacking = [op for op in _REQUIRED if op not in table]
+        lacking = [op for op in _ops.REQUIRED if op not in table]
         if lacking:
             raise RuntimeError(
                 f"device {self} can't be used: its backend (plugin {entry.plugin!r}) has no "
@@ -119,12 +115,6 @@ class Device:
             if op in table:
                 table[op] = fallback.limited(self, op, table[op], allowed)
         return table
-
-    def backend_ready(self) -> Any:
-        """The bound backend descriptor (binding on first use)."""
-        if not self._ready:
-            self._resolve()
-        return self.backend
 
     def supports(self, dtype: Any) -> bool:
         if not self._ready:

@@ -180,7 +180,9 @@ class Tensor:
         return (self._dlpack_backend().dlpack_device, self._device.index)
 
     def _dlpack_backend(self) -> Any:
-        b = self._device.backend_ready()
+        from .ops.core import ready_device
+
+        b = ready_device(self._device).backend
         if b.dlpack_device is None:
             raise BufferError(f"{self._device} tensors can't be exchanged through DLPack "
                               f"(the {b.name} backend doesn't support it); use .cpu() first")

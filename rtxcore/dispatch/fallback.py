@@ -27,9 +27,9 @@ import numpy as np
 
 __all__ = ["set_fallback", "get_fallback", "fallback_report", "FallbackWarning", "FallbackReport"]
 
+from .ops import REQUIRED as NO_FALLBACK  # what the fallback itself is made of
+
 MODES = ("cpu", "error", "none")
-# allocation and transfers can't be borrowed: they are what the fallback is made of
-NO_FALLBACK = ("empty", "from_host", "to_host")
 # ops whose first two arguments are outputs (all others: the first)
 _TWO_OUTPUTS = {"sort"}
 # argument positions whose dtype is fixed by the op's contract (bool or int64
@@ -79,7 +79,7 @@ def get_fallback() -> tuple[str, str]:
     env = os.environ.get("RTX_FALLBACK", "").strip().lower()
     if env and env not in MODES:
         raise ValueError(f"RTX_FALLBACK={env!r} is not one of: cpu, error, none")
-    if env == "error":
+    if strict():
         return "error", "RTX_FALLBACK=error"
     setting = _setting[0]
     if setting is not None:
@@ -87,6 +87,11 @@ def get_fallback() -> tuple[str, str]:
     if env == "cpu":
         return "cpu", "RTX_FALLBACK=cpu"
     return "error", "the default"
+
+
+def strict() -> bool:
+    """RTX_FALLBACK=error: no fallback, whatever a program asks for."""
+    return os.environ.get("RTX_FALLBACK", "").strip().lower() == "error"
 
 
 class FallbackReport(dict):

@@ -161,5 +161,10 @@ COMPOSITES: dict[str, str] = {
 }
 
 
+# Without these no tensor can exist on a device (and the CPU fallback can't stand
+# in for them: it is made of them); every other primitive may be missing.
+REQUIRED = ("empty", "from_host", "to_host")
+
+
 def is_known_op(name: str) -> bool:
     return name in PRIMITIVES or name in COMPOSITES

@@ -317,10 +317,9 @@ _build()
 
 def run(device: str) -> dict[str, tuple[str, str]]:
     """Run every check on ``device``: {op: ("pass" | "fail" | "missing", detail)}."""
-    import rtxcore as rc
+    from ..ops.core import ready_device
 
-    dev = rc.device(device)
-    kernels = dev.kernels if dev._ready else dev._resolve().kernels
+    kernels = ready_device(device).kernels
     results: dict[str, tuple[str, str]] = {}
     for op, check in CHECKS.items():
         if op not in kernels:

@@ -41,16 +41,17 @@ def _rc() -> Any:
 def claimed_dtypes(device: str, op: str) -> list[Any]:
     """The dtypes ``device`` claims for ``op``: its dtypes, narrowed by the
     backend's per-op limits."""
-    rc = _rc()
-    dev = rc.device(device)
-    names = {d.name for d in dev._dtypes} if dev._ready else {d.name for d in dev._resolve()._dtypes}
-    limit = dev.backend.op_dtypes(dev.index).get(op)
+    from ..ops.core import ready_device
+
+    dev = ready_device(device)
+    names = {d.name for d in dev._dtypes}
+    limit = dev._limits.get(op)  # (normalised when the device was bound)
     if limit is not None:
-        names &= set(limit)
-    return [_dtype(n) for n in sorted(names)]
+        names &= limit
+    return [dtype_named(n) for n in sorted(names)]
 
 
-def _dtype(name: str) -> Any:
+def dtype_named(name: str) -> Any:
     from ..dtype import BY_NAME
 
     return BY_NAME[name]
@@ -125,7 +126,7 @@ def _binary(op: str) -> Case:
 
 def _where(device: str, dtype: Any, layout: str, tested: str = "") -> Any:
     rc = _rc()
-    c = laid_out(device, values(_dtype("bool"), 4), layout, rc.bool_)
+    c = laid_out(device, values(dtype_named("bool"), 4), layout, rc.bool_)
     x = laid_out(device, values(dtype, 5), layout, dtype)
     y = laid_out(device, values(dtype, 6), layout, dtype)
     return rc.where(c, x, y)
@@ -256,7 +257,7 @@ def _index(device: str, dtype: Any, layout: str, tested: str = "") -> Any:
 def _masked_select(device: str, dtype: Any, layout: str, tested: str = "") -> Any:
     rc = _rc()
     x = laid_out(device, values(dtype, 19), layout, dtype)
-    m = laid_out(device, values(_dtype("bool"), 20), layout, rc.bool_)
+    m = laid_out(device, values(dtype_named("bool"), 20), layout, rc.bool_)
     return x[m]
 
 
@@ -285,15 +286,16 @@ CASES = _build()
 # -- running and comparing -------------------------------------------------------------------
 
 
-def _host(r: Any) -> Any:
+def host_values(r: Any) -> Any:
+    """A case's result(s) as NumPy arrays (metadata and statistics as they are)."""
     if isinstance(r, tuple) and r and isinstance(r[0], str):
         return r  # metadata or statistics: compared as they are
     if isinstance(r, (tuple, list)):
-        return tuple(_host(e) for e in r)
+        return tuple(host_values(e) for e in r)
     return r.cpu().numpy()
 
 
-def _diff(got: Any, want: Any, dtype_name: str) -> tuple[bool, float, str]:
+def compare(got: Any, want: Any) -> tuple[bool, float, str]:
     """(ok, worst absolute difference, what differs)."""
     if isinstance(want, tuple) and want and isinstance(want[0], str):
         if want[0] == "stats":
@@ -305,7 +307,7 @@ def _diff(got: Any, want: Any, dtype_name: str) -> tuple[bool, float, str]:
             return False, float("inf"), "different number of results"
         worst, ok, what = 0.0, True, ""
         for g, w in zip(got, want):
-            o, d, m = _diff(g, w, dtype_name)
+            o, d, m = compare(g, w)
             worst = max(worst, d)
             if not o and ok:
                 ok, what = False, m
@@ -337,14 +339,14 @@ def check(device: str, op: str, dtype: Any, layout: str) -> tuple[str, float, st
     try:
         want = case("cpu", dtype, layout, device)
         if want is not NA:
-            want = _host(want)
+            want = host_values(want)
     except Exception:
         return "n/a", 0.0, ""
     if want is NA:
         return "n/a", 0.0, ""
     try:
-        got = _host(case(device, dtype, layout, device))
+        got = host_values(case(device, dtype, layout, device))
     except Exception as exc:
         return "fail", float("inf"), f"{type(exc).__name__}: {exc}".splitlines()[0][:160]
-    ok, worst, what = _diff(got, want, dtype.name)
+    ok, worst, what = compare(got, want)
     return ("pass" if ok else "fail"), worst, what

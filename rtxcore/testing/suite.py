@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import rtxcore as rc
-from rtxcore.dispatch.fallback import get_fallback
+from rtxcore.dispatch.fallback import NO_FALLBACK, get_fallback, strict
 from rtxcore.testing import conformance, layouts
 from rtxcore.testing.plugin import device_under_test, record
 
@@ -38,8 +38,8 @@ def _has(device: str, op: str) -> bool:
 
 def _missing(device: str, op: str, run) -> None:
     """Record ``op`` as missing, with what the CPU fallback makes of it, and skip."""
-    mode, why = get_fallback()
-    if why == "RTX_FALLBACK=error" or op in ("empty", "from_host", "to_host"):
+    mode, _ = get_fallback()
+    if strict() or op in NO_FALLBACK:
         record(op, "kernel", "missing", detail="no kernel; no fallback")
     else:
         with warnings.catch_warnings(), rc.set_fallback("cpu"):
@@ -56,7 +56,7 @@ def _missing(device: str, op: str, run) -> None:
 def test_primitive_on_every_layout(device: str, op_dtype: tuple[str, str]) -> None:
     """One primitive, one claimed dtype, every layout, against the CPU backend."""
     op, dtype_name = op_dtype
-    dtype = layouts._dtype(dtype_name)
+    dtype = layouts.dtype_named(dtype_name)
 
     def run_all() -> list[tuple[str, str, float, str]]:
         return [(lay, *layouts.check(device, op, dtype, lay)) for lay in layouts.LAYOUTS]
@@ -121,10 +121,10 @@ COMPOSITES = {
 @pytest.mark.parametrize("name", list(COMPOSITES))
 def test_composite(device: str, name: str) -> None:
     fn = COMPOSITES[name]
-    xn = layouts.values(layouts._dtype("float32"), 21)
-    want = layouts._host(fn(rc.tensor(xn, device="cpu")))
-    got = layouts._host(fn(rc.tensor(xn, device=device)))
-    ok, worst, detail = layouts._diff(got, want, "float32")
+    xn = layouts.values(rc.float32, 21)
+    want = layouts.host_values(fn(rc.tensor(xn, device="cpu")))
+    got = layouts.host_values(fn(rc.tensor(xn, device=device)))
+    ok, worst, detail = layouts.compare(got, want)
     record(f"composite: {name}", "float32", "pass" if ok else "fail", worst, detail)
     assert ok, f"{name} on {device}: {detail}"
 

@@ -60,9 +60,14 @@ def _table() -> dict[str, Callable[..., Any]]:
 
 
 def _on_device(name: str) -> Callable[..., Any]:
+    fn: Callable[..., Any] | None = None  # the shared kernel, once CuPy is imported
+
     def kernel(out: Any, *args: Any) -> None:
+        nonlocal fn
+        if fn is None:
+            fn = _table()[name]
         with out.device:
-            _table()[name](out, *args)
+            fn(out, *args)
 
     kernel.__name__ = name
     return kernel
