@@ -31,7 +31,9 @@ def collect() -> list[dict[str, Any]]:
                                     "dtypes": sorted(b.dtypes(i)), **b.properties(i)})
             row["devices"] = devices
             row["notes"] = list(b.notes())
-        except Exception as exc:  # a misbehaving descriptor must not hide the others
+        except BaseException as exc:  # a misbehaving descriptor must not hide the others
+            if isinstance(exc, KeyboardInterrupt):
+                raise
             row["available"] = False
             row["reason"] = f"descriptor raised {type(exc).__name__}: {exc}"
             row["devices"] = []

@@ -37,12 +37,14 @@ class Device:
             raise TypeError(f"device must be a string or a Device, got {type(spec).__name__}")
         dtype, sep, idx = spec.strip().partition(":")
         if sep:
-            if not idx.isdigit():
+            if not (idx.isascii() and idx.isdigit()):
                 raise RuntimeError(f"invalid device string {spec!r}: the index after ':' must be a non-negative integer")
             if index is not None and index != int(idx):
                 raise RuntimeError(f"device {spec!r} given with a different index {index}")
             index = int(idx)
-        index = 0 if index is None else int(index)
+        if index is not None and (not hasattr(index, "__index__") or isinstance(index, bool)):
+            raise TypeError(f"device(): the index must be an int, got {type(index).__name__}")
+        index = 0 if index is None else index.__index__()
         if index < 0:
             raise RuntimeError(f"device index must be non-negative, got {index}")
         key = (dtype, index)
@@ -69,6 +71,7 @@ class Device:
     def _resolve(self) -> "Device":
         """Bind to the backend: check it is installed, available and has this index."""
         entry = registry.entry(self.type)
+        registry.warn_conflicts(self.type)
         b = entry.backend
         if not b.is_available():
             reason = b.unavailable_reason() or "no reason given"

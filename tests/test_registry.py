@@ -264,7 +264,7 @@ class ClashingName:
     (BadDescriptor(), "not a rtxcore.dispatch.Backend"),
     (UnknownOp(), "unknown op 'frobnicate'"),
     (RaisingKernels(), "kernel table exploded"),
-    (ClashingName(), "backend name 'cpu' is already provided"),
+    (ClashingName(), "backend name 'cpu' belongs to rtxcore's rtx-cpu distribution"),
 ])
 def test_broken_plugins_are_reported_and_the_rest_keeps_working(plugin, expected):
     name = rc.register_backend(plugin, name="troublemaker")

@@ -31,6 +31,19 @@ KNOWN_BACKENDS = {
             "(from a checkout: pip install './backends/rtx_cuda[cuda12]')",
 }
 
+# The built-in device names belong to rtxcore's own distributions: another plugin
+# returning a backend of that name is refused (whatever order plugins load in),
+# so an installed package can't take "cpu" over. Adding or overriding kernels of
+# a built-in device stays open to everyone through rtx_kernels (tryfirst wins).
+RESERVED_NAMES = {"cpu": "rtx-cpu", "opencl": "rtx-opencl", "cuda": "rtx-cuda"}
+
+
+def _plugin_error(exc: BaseException) -> bool:
+    """Whether plugin code's ``exc`` is the plugin's failure (to isolate and
+    report) rather than the user's: everything but KeyboardInterrupt. A plugin
+    calling ``sys.exit()`` on import must not end the program that imported it."""
+    return not isinstance(exc, KeyboardInterrupt)
+
 
 @dataclass
 class BackendEntry:
@@ -62,6 +75,10 @@ class Registry:
         self.problems: list[PluginProblem] = []
         self.blocked: list[str] = []
         self.distributions: dict[str, tuple[str, str]] = {}  # plugin -> (dist, ver)
+        # device type -> messages about plugins refused its name; warned about
+        # (RuntimeWarning) the first time the device is used
+        self.conflicts: dict[str, list[str]] = {}
+        self.warned: set[str] = set()
 
     # -- plugin manager -------------------------------------------------------
 
@@ -107,7 +124,9 @@ class Registry:
             try:
                 plugin = ep.load()
                 self.pm.register(plugin, name=ep.name)
-            except Exception as exc:  # a broken plugin must not stop the others
+            except BaseException as exc:  # a broken plugin must not stop the others
+                if not _plugin_error(exc):
+                    raise
                 self.failed[ep.name] = _describe(exc)
 
     def register(self, plugin: Any, name: str | None = None) -> str:
@@ -142,21 +161,28 @@ class Registry:
 
     def _rebuild(self) -> None:
         self.problems = []
+        self.conflicts = {}
         backends: dict[str, BackendEntry] = {}
         # Backends in registration order: a device name stays with the plugin that
         # had it first (a later plugin cannot take "cpu" over).
         for impl in reversed(self._impls("rtx_backends")):
             try:
-                found = impl.function()
-            except Exception as exc:
+                found = list(impl.function() or [])
+            except BaseException as exc:
+                if not _plugin_error(exc):
+                    raise
                 self.problems.append(
                     PluginProblem(impl.plugin_name, f"rtx_backends() raised {_describe(exc)}")
                 )
                 continue
-            for b in found or []:
+            for b in found:
                 err = _check_descriptor(b)
                 if err:
                     self.problems.append(PluginProblem(impl.plugin_name, err))
+                elif (refused := self._reserved_refusal(b.name, impl.plugin_name)):
+                    self.problems.append(PluginProblem(impl.plugin_name, refused))
+                    self.conflicts.setdefault(b.name, []).append(
+                        f"plugin {impl.plugin_name!r}: {refused}")
                 elif b.name in backends:
                     self.problems.append(
                         PluginProblem(
@@ -172,7 +198,10 @@ class Registry:
             for impl in self._impls("rtx_kernels"):
                 try:
                     kernels = impl.function(backend=name)
-                except Exception as exc:
+                    items = list(kernels.items()) if kernels else []
+                except BaseException as exc:
+                    if not _plugin_error(exc):
+                        raise
                     self.problems.append(
                         PluginProblem(
                             impl.plugin_name,
@@ -180,9 +209,7 @@ class Registry:
                         )
                     )
                     continue
-                if not kernels:
-                    continue
-                for op, fn in kernels.items():
+                for op, fn in items:
                     if not _ops.is_known_op(op):
                         self.problems.append(
                             PluginProblem(
@@ -217,6 +244,30 @@ class Registry:
 
         for fn in list(_listeners):
             fn()
+
+    def _reserved_refusal(self, name: str, plugin: str) -> str | None:
+        """Why ``plugin`` may not provide the built-in device ``name``, or None."""
+        owner = RESERVED_NAMES.get(name)
+        if owner is None:
+            return None
+        dist = self.distributions.get(plugin, ("", ""))[0]
+        if dist.lower().replace("_", "-") == owner:
+            return None
+        where = f"distribution {dist!r}" if dist else "registered in-process"
+        return (f"backend name {name!r} belongs to rtxcore's {owner} distribution; "
+                f"this plugin ({where}) may not provide it and is ignored for {name!r} "
+                f"(to add or override {name} kernels, implement rtx_kernels(backend={name!r}), "
+                f"with tryfirst=True to win)")
+
+    def warn_conflicts(self, device_type: str) -> None:
+        """Warn once per device type about plugins that were refused its name."""
+        if device_type in self.warned or device_type not in self.conflicts:
+            return
+        self.warned.add(device_type)
+        import warnings
+
+        warnings.warn(f"device type {device_type!r}: " + "; ".join(self.conflicts[device_type]),
+                      RuntimeWarning, stacklevel=4)
 
     # -- queries --------------------------------------------------------------
 
