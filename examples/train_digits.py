@@ -3,6 +3,7 @@
     python examples/train_digits.py                       # MLP on the default device
     python examples/train_digits.py --model cnn --device cpu
     python examples/train_digits.py --plot curves.png     # also draw loss/accuracy (matplotlib)
+    python examples/train_digits.py --profile             # where a training step's time goes
 
 The data ships inside scikit-learn (``load_digits``): nothing is downloaded. The
 script trains, prints the test accuracy, saves a checkpoint (safetensors) and
@@ -27,6 +28,7 @@ DEFAULTS = {  # epochs, learning rate (Adam), batch size
     "mlp": (30, 2e-3, 64),
     "cnn": (25, 2e-3, 64),
 }
+PROFILE_WARMUP = 2  # steps before --profile starts (the first ones compile kernels)
 
 
 def mlp() -> nn.Module:
@@ -88,6 +90,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="where to save the weights (default: checkpoints/digits-<model>.safetensors)")
     p.add_argument("--plot", default=None, metavar="PNG", help="draw loss and accuracy curves (needs matplotlib)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--profile", type=int, nargs="?", const=5, default=None, metavar="STEPS",
+                   help=f"profile STEPS training steps (default 5, after {PROFILE_WARMUP} warm-up "
+                        "steps) and print a table of where the time goes")
+    p.add_argument("--trace", default=None, metavar="JSON",
+                   help="with --profile: also write a Chrome trace (chrome://tracing, ui.perfetto.dev)")
     args = p.parse_args(argv)
 
     epochs, lr, batch = DEFAULTS[args.model]
@@ -123,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"training {args.model} on {device}: {len(train)} train / {len(test)} test images, "
           f"{sum(p.numel() for p in model.parameters()):,} parameters, {epochs} epochs")
     losses, accs, steps = [], [], 0
+    prof = rc.profiler.profile(record_shapes=True) if args.profile else None
     t0 = time.perf_counter()
     for epoch in range(epochs):
         # (disable=None: no bar when stdout isn't a terminal, e.g. in a CI log)
@@ -130,12 +138,17 @@ def main(argv: list[str] | None = None) -> int:
                    disable=True if args.no_progress else None, file=sys.stdout)
         total, count = 0.0, 0
         for x, y in bar:
+            if prof is not None and steps == PROFILE_WARMUP:
+                prof.start()
             loss = nn.functional.cross_entropy(model(x), y)
             opt.zero_grad()
             loss.backward()
             opt.step()
             value = loss.item()
             total, count, steps = total + value, count + 1, steps + 1
+            if prof is not None and steps == PROFILE_WARMUP + args.profile:
+                show_profile(prof, steps - PROFILE_WARMUP, args.trace)
+                prof = None
             bar.set_postfix(loss=f"{value:.4f}")
             if args.max_steps is not None and steps >= args.max_steps:
                 break
@@ -146,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"epoch {epoch + 1:3d}  loss {losses[-1]:.4f}  test accuracy {accs[-1]:.4f}")
         if args.max_steps is not None and steps >= args.max_steps:
             break
+    if prof is not None:  # training ended before the profiled steps did
+        show_profile(prof, max(0, steps - PROFILE_WARMUP), args.trace)
     elapsed = time.perf_counter() - t0
     acc = accs[-1]
     print(f"test accuracy: {acc:.4f} ({args.model}, {elapsed:.1f} s, {steps} steps)")
@@ -166,6 +181,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"target {TARGET[args.model]:.2f}: {'reached' if ok else 'NOT reached'}")
         return 0 if ok else 1
     return 0 if same else 1
+
+
+def show_profile(prof: "rc.profiler.profile", steps: int, trace: str | None) -> None:
+    """Stop ``prof`` and print its table: the ops, kernels, backward nodes and
+    optimizer steps of ``steps`` training steps, by their own (self) time."""
+    prof.stop()
+    print(f"\nprofile of {steps} training step{'s' if steps != 1 else ''}:")
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
+    if trace:
+        prof.export_chrome_trace(trace)
+        print(f"trace: {trace} (open it in chrome://tracing or https://ui.perfetto.dev)\n")
 
 
 def plot(losses: list[float], accs: list[float], path: str) -> None:

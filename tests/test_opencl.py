@@ -85,8 +85,9 @@ def test_a_kernel_that_fails_to_build_names_op_dtypes_and_shows_the_log(monkeypa
     C = K.C
     monkeypatch.setitem(C.UNARY, "sin", ("sin(a) +* undefined_thing", None))
     d = _dev()
-    saved = dict(d.programs)
+    saved, saved_built = dict(d.programs), dict(d.built)
     d.programs.clear()
+    d.built.clear()
     try:
         x = rc.ones(3, device="opencl", dtype=rc.float64)
         with pytest.raises(RuntimeError) as info:
@@ -98,6 +99,8 @@ def test_a_kernel_that_fails_to_build_names_op_dtypes_and_shows_the_log(monkeypa
     finally:
         d.programs.clear()
         d.programs.update(saved)
+        d.built.clear()
+        d.built.update(saved_built)
 
 
 def test_float64_is_refused_before_launch_where_the_device_lacks_it(monkeypatch) -> None:

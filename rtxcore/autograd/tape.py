@@ -31,6 +31,9 @@ _seq = itertools.count()
 NODES: dict[str, type] = {}
 # op name -> the op's undecorated front-end (selection rules replay it)
 RAW: dict[str, Callable[..., Any]] = {}
+# every front-end made by @differentiable and @inplace: while a profile runs,
+# rtxcore.profiler swaps the undecorated function each one calls (its ``fn``)
+FRONTENDS: list[Callable[..., Any]] = []
 
 FREED = (
     "Trying to backward through the graph a second time (or directly access saved "
@@ -500,6 +503,7 @@ def differentiable(name: str, inputs: int | str | tuple[int, ...] = 1,
 
         functools.update_wrapper(op, fn)
         op.raw = fn  # type: ignore[attr-defined]
+        FRONTENDS.append(op)
         return op
 
     return deco
@@ -526,6 +530,7 @@ def inplace(out_of_place: Callable[..., Any], inputs: int = 1) -> Callable[..., 
 
         functools.update_wrapper(op, fn)
         op.raw = fn  # type: ignore[attr-defined]
+        FRONTENDS.append(op)
         return op
 
     return deco

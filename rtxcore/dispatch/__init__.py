@@ -11,12 +11,13 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from . import ops
-from .types import Backend, DType, View, contiguous_strides
+from .types import Backend, DType, OutOfMemoryError, View, contiguous_strides
 
 # Called after every table rebuild (the core uses it to drop per-device caches).
 _listeners: list[Callable[[], None]] = []
 
-__all__ = ["hookimpl", "Backend", "DType", "View", "contiguous_strides", "ops"]
+__all__ = ["hookimpl", "Backend", "DType", "OutOfMemoryError", "View", "contiguous_strides",
+           "ops"]
 
 
 def __getattr__(name: str) -> Any:

@@ -7,6 +7,16 @@ rtxcore finds installed plugins through the entry point group
 Hooks are called once, when rtxcore builds its dispatch table (the first time a
 device is used, and again whenever a plugin is registered or removed). They are
 never called per op: an op costs one dict lookup.
+
+Profiling is not a hook but two optional methods of the backend descriptor,
+called once when ``rtxcore.profiler.profile()`` starts and once when it ends:
+``Backend.profiling_start(current)`` (begin timing kernels on the device, e.g.
+with OpenCL profiling events; ``current()`` tags each kernel with the rtxcore
+op that launched it; return False if unsupported) and
+``Backend.profiling_stop()`` (wait, stop, return ``(tag, kernel name, start_ns,
+end_ns)`` per kernel on the host's ``perf_counter_ns`` clock). The profiler
+shows those as the device-time columns. A backend whose kernels finish before
+they return (rtx_cpu) leaves both alone: host time is its device time.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Backends import these (through ``rtxcore.dispatch``) and nothing else of the cor
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -51,6 +51,13 @@ def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
         strides.append(acc)
         acc *= n if n > 1 else 1
     return tuple(reversed(strides))
+
+
+class OutOfMemoryError(RuntimeError):
+    """An allocation on a device failed (``rtxcore.OutOfMemoryError``; a
+    RuntimeError, as PyTorch's ``torch.OutOfMemoryError``). The message names
+    the bytes, dtype, shape and device. Backends raise it (or a subclass) from
+    ``empty``/``from_host``; the core turns a plain ``MemoryError`` into it."""
 
 
 class View:
@@ -117,7 +124,8 @@ class Backend:
         limits], properties(i) [{}],
         notes() [[]: lines for ``rtx info``, e.g. devices found but left out],
         view(buffer, shape, strides, offset, dtype) [a :class:`View`],
-        to_dlpack(view, **kw) / from_dlpack(obj, index) [refuse].
+        to_dlpack(view, **kw) / from_dlpack(obj, index) [refuse],
+        profiling_start(current) / profiling_stop() [no device-side times].
     """
 
     name: str = ""
@@ -183,6 +191,24 @@ class Backend:
         object with ``__dlpack__`` on this backend's device ``index``); the
         buffer's ``dtype`` is a NumPy dtype."""
         raise BufferError(f"the {self.name} backend can't import tensors through DLPack")
+
+    def profiling_start(self, current: Callable[[], Any]) -> bool:
+        """Start timing, on the device, every kernel this backend launches, for
+        ``rtxcore.profiler``; return False when the backend can't (the default:
+        the profiler then has host times only, which is right for a backend
+        whose kernels finish before they return, like rtx_cpu).
+
+        ``current()``, called on the launching thread, returns a tag naming the
+        rtxcore op that launches the kernel: keep it with the kernel's timing.
+        Called once when a profile starts; the path taken when no profile runs
+        should cost nothing extra."""
+        return False
+
+    def profiling_stop(self) -> list[tuple[Any, str, int, int]]:
+        """Stop what ``profiling_start`` started, wait for the kernels it timed,
+        and return one ``(tag, kernel name, start_ns, end_ns)`` per kernel run,
+        times on the host's ``time.perf_counter_ns()`` clock."""
+        return []
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"

@@ -78,8 +78,26 @@ def empty(shape: tuple[int, ...], dtype: DType, dev: Device) -> Tensor:
     """A new contiguous tensor; ``dev`` must be ready."""
     if dtype not in dev._dtypes:
         check_dtype(dtype, dev)
-    buf, h = dev.kernels["empty"](shape, dtype, dev.index)
+    try:
+        buf, h = dev.kernels["empty"](shape, dtype, dev.index)
+    except MemoryError as exc:
+        raise out_of_memory(shape, dtype, dev, exc) from None
     return make(Storage(buf, dev), shape, cstrides(shape), 0, dtype, dev, h)
+
+
+def out_of_memory(shape: tuple[int, ...], dtype: DType, dev: Device,
+                  exc: BaseException) -> Exception:
+    """rtxcore's OutOfMemoryError (a RuntimeError) for a failed allocation."""
+    from ..dispatch.types import OutOfMemoryError
+
+    if isinstance(exc, OutOfMemoryError):
+        return exc
+    n = 1
+    for s in shape:
+        n *= s
+    return OutOfMemoryError(
+        f"{dev}: out of memory: tried to allocate {n * dtype.itemsize} bytes "
+        f"(shape {tuple(shape)}, {dtype.name}): {exc or type(exc).__name__}")
 
 
 def from_host(arr: Any, dev: Device) -> Tensor:
@@ -87,7 +105,10 @@ def from_host(arr: Any, dev: Device) -> Tensor:
     dtype = D._BY_NUMPY[arr.dtype]
     check_dtype(dtype, dev)
     shape = arr.shape
-    buf, h = kernel(dev, "from_host")(arr, dtype, dev.index)
+    try:
+        buf, h = kernel(dev, "from_host")(arr, dtype, dev.index)
+    except MemoryError as exc:
+        raise out_of_memory(shape, dtype, dev, exc) from None
     return make(Storage(buf, dev), shape, cstrides(shape), 0, dtype, dev, h)
 
 
@@ -253,7 +274,10 @@ def unary(op: str, x: Tensor, kind: int = SAME, out: Tensor | None = None) -> Te
         if odt not in dev._dtypes:
             check_dtype(odt, dev)
         shape = x._shape
-        buf, h = dev.kernels["empty"](shape, odt, dev.index)
+        try:
+            buf, h = dev.kernels["empty"](shape, odt, dev.index)
+        except MemoryError as exc:
+            raise out_of_memory(shape, odt, dev, exc) from None
         a = x._h
         k(h, view_of(x) if a is None else a)
         return make(Storage(buf, dev), shape, cstrides(shape), 0, odt, dev, h)
@@ -392,7 +416,10 @@ def _fresh(k: Callable[..., Any], dev: Device, shape: tuple[int, ...], odt: DTyp
     """Run binary kernel ``k`` into a new contiguous tensor."""
     if odt not in dev._dtypes:
         check_dtype(odt, dev)
-    buf, h = dev.kernels["empty"](shape, odt, dev.index)
+    try:
+        buf, h = dev.kernels["empty"](shape, odt, dev.index)
+    except MemoryError as exc:
+        raise out_of_memory(shape, odt, dev, exc) from None
     k(h, a, b)
     return make(Storage(buf, dev), shape, cstrides(shape), 0, odt, dev, h)
 

@@ -57,6 +57,12 @@ class OpenCLBackend(Backend):
             "fp16 arithmetic": d.fp16,
         }
 
+    def profiling_start(self, current: Any) -> bool:
+        return runtime.profiling_start(current)
+
+    def profiling_stop(self) -> list[tuple[Any, str, int, int]]:
+        return runtime.profiling_stop()
+
     def dtypes(self, index: int) -> frozenset[str]:
         # float16 is stored as half and computed in float (vload_half and
         # vstore_half are core OpenCL), so every device has it; float64 needs

@@ -36,11 +36,17 @@ def _kernel(dev: R.Device, key: tuple, make: Callable[[], tuple[str, list[str]]]
     """The compiled kernel for ``key`` on ``dev``, built by ``make()`` on first use."""
     k = dev.programs.get(key)
     if k is None:
-        src, kinds = make()
-        prg = dev.build(src, _describe(key))
-        k = getattr(prg, name)
-        k.set_scalar_arg_dtypes([_ARG[a] for a in kinds])
-        dev.programs[key] = k
+        def build() -> tuple[Any, list[str]]:
+            src, kinds = make()
+            return dev.build(src, _describe(key)), kinds
+
+        def bind(built: tuple[Any, list[str]]) -> Any:
+            prg, kinds = built
+            k = R.cl.Kernel(prg, name)
+            k.set_scalar_arg_dtypes([_ARG[a] for a in kinds])
+            return k
+
+        k = dev.launcher(key, build, bind)
     return k
 
 
@@ -449,14 +455,16 @@ def masked_select(out: View, x: View, mask: View) -> None:
     key = ("masked_select", dt, rank)
     prg = dev.programs.get(key)
     if prg is None:
-        prg = dev.build(C.masked_select(dt, rank), _describe(key))
-        sizes = [np.int64] * (rank + 1)  # n1.., n, chunk
-        walked = [None, np.int64] + [np.int64] * rank
-        prg = (prg.count, prg.scan, prg.pack)
-        prg[0].set_scalar_arg_dtypes([None, *walked, *sizes])
-        prg[1].set_scalar_arg_dtypes([None, np.int64])
-        prg[2].set_scalar_arg_dtypes([None, np.int64, None, *walked, *walked, *sizes])
-        dev.programs[key] = prg
+        def bind(built: Any) -> tuple[Any, Any, Any]:
+            sizes = [np.int64] * (rank + 1)  # n1.., n, chunk
+            walked = [None, np.int64] + [np.int64] * rank
+            ks = tuple(R.cl.Kernel(built, name) for name in ("count", "scan", "pack"))
+            ks[0].set_scalar_arg_dtypes([None, *walked, *sizes])
+            ks[1].set_scalar_arg_dtypes([None, np.int64])
+            ks[2].set_scalar_arg_dtypes([None, np.int64, None, *walked, *walked, *sizes])
+            return ks
+
+        prg = dev.launcher(key, lambda: dev.build(C.masked_select(dt, rank), _describe(key)), bind)
     count, scan, pack = prg
     chunk = max(1024, -(-n // 256))
     groups = -(-n // chunk)
@@ -491,13 +499,15 @@ def _matmul_kernels(dev: R.Device, dt: str) -> dict[str, Any]:
     key = ("matmul", dt)
     ks = dev.programs.get(key)
     if ks is None:
+        def bind(prg: Any) -> dict[str, Any]:
+            ks = {}
+            for name, arg_dtypes in MM.ARG_DTYPES.items():
+                ks[name] = R.cl.Kernel(prg, name)
+                ks[name].set_scalar_arg_dtypes(arg_dtypes)
+            return ks
+
         ct = C.CTYPE[dt][1]
-        prg = dev.build(MM.source(ct, ct), f"matmul ({dt})")
-        ks = {}
-        for name, arg_dtypes in MM.ARG_DTYPES.items():
-            ks[name] = getattr(prg, name)
-            ks[name].set_scalar_arg_dtypes(arg_dtypes)
-        dev.programs[key] = ks
+        ks = dev.launcher(key, lambda: dev.build(MM.source(ct, ct), f"matmul ({dt})"), bind)
     return ks
 
 

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from rtxcore.dispatch import OutOfMemoryError as _CoreOutOfMemoryError
+
 cl: Any = None  # pyopencl, once imported
 
 _lock = threading.RLock()
@@ -34,8 +36,9 @@ POCL = "Portable Computing Language"
 _PROBE = "__kernel void probe(__global int *x) { x[get_global_id(0)] = 1; }"
 
 
-class OutOfMemoryError(RuntimeError):
-    """An allocation on an OpenCL device failed (a RuntimeError, as in PyTorch)."""
+class OutOfMemoryError(_CoreOutOfMemoryError):
+    """An allocation on an OpenCL device failed (``rtxcore.OutOfMemoryError``,
+    a RuntimeError, as in PyTorch)."""
 
 
 class Buffer:
@@ -77,7 +80,9 @@ class Device:
         self._ctx: Any = None
         self._queue: Any = None
         self._pool: Any = None
-        self.programs: dict[Any, Any] = {}  # key -> compiled kernel launcher
+        # key -> what build() made (programs), shared by every thread
+        self.built: dict[Any, Any] = {}
+        self._local = threading.local()  # .programs: this thread's kernel objects
         self.compile_seconds = 0.0  # total time spent building programs
         self.compiles = 0
 
@@ -94,6 +99,31 @@ class Device:
                 self._pool = MemoryPool(ImmediateAllocator(queue))
                 self._queue = queue
                 self._ctx = ctx
+
+    @property
+    def programs(self) -> dict[Any, Any]:
+        """This thread's launchers, key -> kernel object(s). A pyopencl Kernel
+        keeps its arguments between ``set_args`` and the enqueue, so two threads
+        sharing one can run each other's arguments: each thread binds its own
+        from the programs in ``built``."""
+        try:
+            return self._local.programs
+        except AttributeError:
+            self._local.programs = programs = {}
+            return programs
+
+    def launcher(self, key: Any, build: Any, bind: Any) -> Any:
+        """This thread's launcher for ``key``: ``build()`` compiles once per
+        device (under the lock, so threads never build the same program twice),
+        ``bind(built)`` makes the kernel objects once per thread."""
+        built = self.built.get(key)
+        if built is None:
+            with _lock:
+                built = self.built.get(key)
+                if built is None:
+                    built = self.built[key] = build()
+        launcher = self.programs[key] = bind(built)
+        return launcher
 
     @property
     def ctx(self) -> Any:
@@ -272,3 +302,86 @@ def synchronize(index: int | None = None) -> None:
 
 def env_flag(name: str) -> bool:
     return os.environ.get(name, "").lower() not in ("", "0", "false", "off", "no")
+
+
+# -- profiling (rtxcore.profiler) -------------------------------------------------------------
+
+# While a profile runs: (tag, kernel name or kernel, event, host ns at enqueue) per
+# command, and each opened device's own queue, replaced by one with profiling on.
+_profiling: list[tuple[Any, Any, Any, int]] | None = None
+_plain_queues: dict[int, Any] = {}
+_plain_enqueue: dict[str, Any] = {}
+_TIMED = {"enqueue_nd_range_kernel": None, "_enqueue_copy_buffer": "copy_buffer"}
+
+
+def profiling_start(current: Any) -> bool:
+    """Time every kernel and buffer copy on the device until ``profiling_stop``.
+
+    Each opened device gets, for the profile, an in-order queue with
+    ``PROFILING_ENABLE`` in place of its own (after the old one drains), and
+    PyOpenCL's enqueue functions are wrapped to keep each command's event with
+    ``current()``'s tag. Nothing changes on the path taken when not profiling.
+    A device first opened during the profile has host times only."""
+    global _profiling
+    import time
+
+    if cl is None or _devices is None:
+        return False  # OpenCL never used in this process: nothing to time
+    with _lock:
+        if _profiling is not None or not all(hasattr(cl._cl, n) for n in _TIMED):
+            return False
+        events: list[tuple[Any, Any, Any, int]] = []
+        for d in _devices:
+            if d._queue is not None:
+                d._queue.finish()
+                _plain_queues[d.index] = d._queue
+                d._queue = cl.CommandQueue(
+                    d._ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        clock = time.perf_counter_ns
+        for fname, label in _TIMED.items():
+            plain = _plain_enqueue[fname] = getattr(cl._cl, fname)
+
+            def timed(queue: Any, what: Any, *args: Any, _plain: Any = plain,
+                      _label: Any = label, **kwargs: Any) -> Any:
+                t = clock()
+                ev = _plain(queue, what, *args, **kwargs)
+                events.append((current(), _label or what, ev, t))
+                return ev
+
+            setattr(cl._cl, fname, timed)
+        _profiling = events
+    return True
+
+
+def profiling_stop() -> list[tuple[Any, str, int, int]]:
+    """Undo ``profiling_start``, wait for the timed commands, and return
+    ``(tag, name, start_ns, end_ns)`` for each, on the host's perf_counter_ns
+    clock (the device's times, shifted by each command's enqueue time)."""
+    global _profiling
+    with _lock:
+        events = _profiling
+        if events is None:
+            return []
+        _profiling = None
+        for fname, plain in _plain_enqueue.items():
+            setattr(cl._cl, fname, plain)
+        _plain_enqueue.clear()
+        for d in _devices or ():
+            q = _plain_queues.pop(d.index, None)
+            if q is not None:
+                d._queue.finish()
+                d._queue = q
+    out = []
+    names: dict[int, str] = {}
+    for tag, what, ev, t in events:
+        try:
+            p = ev.profile
+            queued, start, end = p.queued, p.start, p.end
+        except cl.Error:  # a queue without profiling (its device opened meanwhile)
+            continue
+        if isinstance(what, str):
+            name = what
+        else:
+            name = names.get(id(what)) or names.setdefault(id(what), what.function_name)
+        out.append((tag, name, t + start - queued, t + end - queued))
+    return out
