@@ -246,8 +246,8 @@ def test_conv2d_double_backward(device):
 
 def test_conv2d_errors(device):
     x = T(np.zeros((2, 3, 5, 5)), device)
-    with pytest.raises(NotImplementedError, match="groups=3 is not supported"):
-        F.conv2d(x, T(np.zeros((3, 1, 3, 3)), device), groups=3)
+    with pytest.raises(RuntimeError, match=r"input has 3 channels .* weight expects 6 .*groups=3"):
+        F.conv2d(x, T(np.zeros((3, 2, 3, 3)), device), groups=3)
     with pytest.raises(RuntimeError, match=r"input has 3 channels \(input shape \(2, 3, 5, 5\)\) but "
                                            r"weight expects 2 \(weight shape \(4, 2, 3, 3\)\)"):
         F.conv2d(x, T(np.zeros((4, 2, 3, 3)), device))

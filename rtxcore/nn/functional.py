@@ -31,7 +31,9 @@ from ..autograd.grad_mode import _state, enable_grad, no_grad
 from ..ops import elementwise as E
 from ..ops import reduction as R
 from ..ops.creation import arange, full, rand_like, tensor, zeros
+from ..ops.core import empty, own_kernel, view_of
 from ..ops.linalg import matmul
+from ..amp.autocast_mode import autocast_inputs, regions as _autocast_regions
 from ..tensor import Tensor
 
 __all__ = [
@@ -120,6 +122,8 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``input @ weight.T + bias``: one matmul and one add, recorded as one node
     (``rtxcore.ops.linalg.linear``) whose backward gives ``weight`` a contiguous
     gradient."""
+    if _autocast_regions[0]:  # autocast: computed in float16
+        input, weight, bias = autocast_inputs("linear", input, weight, bias)
     if not isinstance(input, Tensor) or not isinstance(weight, Tensor):
         _check_tensor("linear", "input", input)
         _check_tensor("linear", "weight", weight)
@@ -291,22 +295,25 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: An
     pair, ``'valid'`` or ``'same'`` (stride 1 only; the odd extra pixel goes
     bottom/right, as PyTorch).
     """
+    if _autocast_regions[0]:  # autocast: computed in float16
+        input, weight, bias = autocast_inputs("conv2d", input, weight, bias)
     fn = "conv2d"
     x, unbatched = _as_4d(fn, input)
     _check_tensor(fn, "weight", weight)
-    if groups != 1:
-        raise NotImplementedError(
-            f"conv2d: groups={groups} is not supported (only groups=1); for a depthwise or "
-            "grouped convolution, split the channels and concatenate per-group conv2d results")
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups <= 0:
+        raise RuntimeError(f"conv2d: non-positive groups is not supported, got groups={groups!r}")
     if weight.ndim != 4:
         raise RuntimeError(f"conv2d: weight must be 4-D (out_channels, in_channels, kH, kW), got "
                            f"weight of shape {_shape(weight)} (input shape {_shape(input)})")
     n, c, h, w = x._shape
     oc, wc, kh, kw = weight._shape
-    if wc != c:
+    if oc % groups:
+        raise RuntimeError(f"conv2d: Given groups={groups}, expected weight to be divisible by "
+                           f"{groups} at dimension 0, but got weight of size {list(weight._shape)}")
+    if wc * groups != c:
         raise RuntimeError(
             f"conv2d: input has {c} channels (input shape {_shape(input)}) but weight expects "
-            f"{wc} (weight shape {_shape(weight)}); groups=1")
+            f"{wc * groups} (weight shape {_shape(weight)}); groups={groups}")
     sh, sw = _pair(stride, "stride", fn)
     dh, dw = _pair(dilation, "dilation", fn)
     if sh <= 0 or sw <= 0:
@@ -343,11 +350,27 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: An
                                f"but weight has {oc} output channels (weight shape {_shape(weight)})")
     oh, ow = (hp - ekh) // sh + 1, (wp - ekw) // sw + 1
     cols = _Windows.apply(x, (kh, kw), (sh, sw), pads, (dh, dw), 0, True)  # (N*OH*OW, C*kh*kw)
-    out = matmul(cols, weight.reshape(oc, c * kh * kw).T)  # (N*OH*OW, OC)
+    out = _grouped_cols_matmul(cols, weight, groups)  # (N*OH*OW, OC)
     out = out.reshape(n, oh, ow, oc).permute(0, 3, 1, 2)
     # the add (or the copy) makes the result contiguous (N, OC, OH, OW), as PyTorch's
     out = out + bias.reshape(oc, 1, 1) if bias is not None else out.contiguous()
     return out.squeeze(0) if unbatched else out
+
+
+def _grouped_cols_matmul(cols: Tensor, weight: Tensor, groups: int) -> Tensor:
+    """im2col matrix (L, C*kh*kw) times the (OC, C/groups, kh, kw) weight -> (L, OC).
+
+    Channel-major columns put each group's block side by side, so a grouped
+    convolution is one batched matmul over the groups."""
+    oc = weight._shape[0]
+    k = weight.numel() // oc  # (C / groups) * kh * kw
+    if groups == 1:
+        return matmul(cols, weight.reshape(oc, k).T)
+    g = groups
+    lcols = cols._shape[0]
+    per = matmul(cols.reshape(lcols, g, k).permute(1, 0, 2),  # (G, L, k)
+                 weight.reshape(g, oc // g, k).transpose(1, 2))  # (G, k, OC/G)
+    return per.permute(1, 0, 2).reshape(lcols, oc)
 
 
 def unfold(input: Tensor, kernel_size: Any, dilation: Any = 1, padding: Any = 0,
@@ -566,18 +589,24 @@ def _softmax_dim(name: str, ndim: int) -> int:
 
 
 def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None) -> Tensor:
+    if _autocast_regions[0]:  # autocast: computed in float32
+        input, = autocast_inputs("softmax", input)
     if dim is None:
         dim = _softmax_dim("softmax", input.ndim)
     return R.softmax(input, dim, dtype)
 
 
 def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None) -> Tensor:
+    if _autocast_regions[0]:  # autocast: computed in float32
+        input, = autocast_inputs("softmin", input)
     if dim is None:
         dim = _softmax_dim("softmin", input.ndim)
     return R.softmax(-input, dim, dtype)
 
 
 def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None) -> Tensor:
+    if _autocast_regions[0]:  # autocast: computed in float32
+        input, = autocast_inputs("log_softmax", input)
     if dim is None:
         dim = _softmax_dim("log_softmax", input.ndim)
     return R.log_softmax(input, dim, dtype)
@@ -608,6 +637,8 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
 def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = None,
                bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
     """Normalize over the last ``len(normalized_shape)`` dims (biased variance)."""
+    if _autocast_regions[0]:  # autocast: computed in float32
+        input, weight, bias = autocast_inputs("layer_norm", input, weight, bias)
     _check_tensor("layer_norm", "input", input)
     ns = (int(normalized_shape),) if isinstance(normalized_shape, (int, np.integer)) else tuple(
         int(v) for v in normalized_shape)
@@ -620,6 +651,9 @@ def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = Non
         if t is not None and _shape(t) != ns:
             raise RuntimeError(f"layer_norm: expected {name} of shape {list(ns)}, got "
                                f"{list(t._shape)}")
+    if input._dtype.kind == "f" and all(t is None or t._dtype is input._dtype
+                                        for t in (weight, bias)):
+        return _LayerNorm.apply(input, weight, bias, k, float(eps))
     dims = tuple(range(-k, 0))
     mean = input.mean(dim=dims, keepdim=True)
     xc = input - mean
@@ -630,6 +664,64 @@ def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = Non
     if bias is not None:
         y = y + bias
     return y
+
+
+class _LayerNorm(Function):
+    """layer_norm over the last ``k`` dims as one node: the forward is the backend's
+    ``layer_norm`` kernel where it has one (else mean, variance, scale), the
+    backward the closed form ``rstd * (gw - mean(gw) - xhat * mean(gw * xhat))``
+    instead of the backward of each step. Under ``create_graph`` the statistics
+    are recomputed as recorded ops, so the gradient differentiates again."""
+
+    @staticmethod
+    def forward(ctx: Any, input: Tensor, weight: Tensor | None, bias: Tensor | None, k: int,
+                eps: float) -> Tensor:
+        shape = input._shape
+        n = math.prod(shape[len(shape) - k:])
+        x2 = input.reshape(-1, n)
+        w = None if weight is None else weight.reshape(n)
+        b = None if bias is None else bias.reshape(n)
+        dev, dt = input._device, input._dtype
+        kern = own_kernel(dev, "layer_norm", dt)
+        if kern is not None and n:
+            x2 = x2.contiguous()
+            m = x2._shape[0]
+            out, mean, rstd = empty((m, n), dt, dev), empty((m, 1), dt, dev), empty((m, 1), dt, dev)
+            kern(out._h, mean._h, rstd._h, view_of(x2), None if w is None else view_of(w),
+                 None if b is None else view_of(b), eps)
+        else:
+            mean = x2.mean(1, keepdim=True)
+            xc = x2 - mean
+            rstd = E.rsqrt((xc * xc).mean(1, keepdim=True) + eps)
+            out = xc * rstd
+            if w is not None:
+                out = out * w
+            if b is not None:
+                out = out + b
+        ctx.save_for_backward(input, weight, mean, rstd)
+        return out.reshape(shape)
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Any:
+        input, weight, mean, rstd = ctx.saved_tensors
+        k, eps = ctx.args[3], ctx.args[4]
+        shape = input._shape
+        n = math.prod(shape[len(shape) - k:])
+        x2 = input.reshape(-1, n)
+        g2 = g.reshape(-1, n)
+        if _state.enabled:  # create_graph: the statistics as recorded ops of the input
+            mean = x2.mean(1, keepdim=True)
+            xc = x2 - mean
+            rstd = E.rsqrt((xc * xc).mean(1, keepdim=True) + eps)
+            xhat = xc * rstd
+        else:
+            xhat = (x2 - mean) * rstd
+        gw = g2 if weight is None else g2 * weight.reshape(n)
+        dx = (gw - gw.mean(1, keepdim=True) - xhat * (gw * xhat).mean(1, keepdim=True)) * rstd
+        needs = ctx.needs_input_grad
+        dw = (g2 * xhat).sum(0).reshape(ctx._in[1][0]) if weight is not None and needs[1] else None
+        db = g2.sum(0).reshape(ctx._in[2][0]) if ctx._in[2] is not None and needs[2] else None
+        return dx.reshape(shape), dw, db, None, None
 
 
 def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
@@ -928,6 +1020,8 @@ def _weighted_loss(fn: str, loss: Tensor, input: Tensor, weight: Tensor | None,
 def mse_loss(input: Tensor, target: Tensor, size_average: Any = None, reduce: Any = None,
              reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
     reduction = _reduction(size_average, reduce, reduction)
+    if _autocast_regions[0]:  # autocast: losses in float32
+        input, target, weight = autocast_inputs("loss", input, target, weight)
     _warn_target_size(input, target)
     d = input - target
     return _weighted_loss("mse_loss", d * d, input, weight, reduction, True)
@@ -936,6 +1030,8 @@ def mse_loss(input: Tensor, target: Tensor, size_average: Any = None, reduce: An
 def l1_loss(input: Tensor, target: Tensor, size_average: Any = None, reduce: Any = None,
             reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
     reduction = _reduction(size_average, reduce, reduction)
+    if _autocast_regions[0]:  # autocast: losses in float32
+        input, target, weight = autocast_inputs("loss", input, target, weight)
     _warn_target_size(input, target)
     return _weighted_loss("l1_loss", (input - target).abs(), input, weight, reduction, True)
 
@@ -943,6 +1039,8 @@ def l1_loss(input: Tensor, target: Tensor, size_average: Any = None, reduce: Any
 def smooth_l1_loss(input: Tensor, target: Tensor, size_average: Any = None, reduce: Any = None,
                    reduction: str = "mean", beta: float = 1.0) -> Tensor:
     """0.5 d**2 / beta where |d| < beta, else |d| - 0.5 beta (beta = 0: L1)."""
+    if _autocast_regions[0]:  # autocast: losses in float32
+        input, target = autocast_inputs("loss", input, target)
     reduction = _reduction(size_average, reduce, reduction)
     if beta < 0:
         raise RuntimeError(f"smooth_l1_loss does not support negative values for beta (got {beta}).")
@@ -958,6 +1056,8 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average: Any = None, redu
 def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
                weight: Tensor | None = None) -> Tensor:
     """0.5 d**2 where |d| < delta, else delta (|d| - 0.5 delta)."""
+    if _autocast_regions[0]:  # autocast: losses in float32
+        input, target, weight = autocast_inputs("loss", input, target, weight)
     reduction = _reduction(None, None, reduction)
     if delta <= 0:
         raise RuntimeError(f"huber_loss does not support non-positive values for delta (got {delta}).")
@@ -1058,6 +1158,8 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_a
     """Negative log likelihood of class indices, ``input`` holding log-probabilities
     (N, C) / (N, C, d1, ...) / (C,); a weighted mean divides by the weights of the
     non-ignored targets."""
+    if _autocast_regions[0]:  # autocast: losses in float32
+        input, weight = autocast_inputs("loss", input, weight)
     reduction = _reduction(size_average, reduce, reduction)
     _check_tensor("nll_loss", "input", input)
     _check_tensor("nll_loss", "target", target)
@@ -1107,6 +1209,8 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
     """log_softmax over the class dim (1, or 0 for an unbatched (C,) input), then
     the negative log likelihood of ``target``: class indices (int64, (N,) or
     (N, d1, ...)) or class probabilities (float, the input's shape)."""
+    if _autocast_regions[0]:  # autocast: losses in float32
+        input, target, weight = autocast_inputs("loss", input, target, weight)
     reduction = _reduction(size_average, reduce, reduction)
     _check_tensor("cross_entropy", "input", input)
     _check_tensor("cross_entropy", "target", target)
@@ -1200,6 +1304,8 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
                          size_average: Any = None, reduce: Any = None,
                          reduction: str = "mean") -> Tensor:
     """-w (t log x + (1 - t) log(1 - x)), each log clamped at -100, as PyTorch."""
+    if _autocast_regions[0]:  # autocast: losses in float32
+        input, target, weight = autocast_inputs("loss", input, target, weight)
     reduction = _reduction(size_average, reduce, reduction)
     _check_tensor("binary_cross_entropy", "input", input)
     _check_tensor("binary_cross_entropy", "target", target)
@@ -1225,6 +1331,8 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
                                      pos_weight: Tensor | None = None) -> Tensor:
     """BCE of sigmoid(input), computed stably from the logits:
     (1 - t) x + (1 + (pos_weight - 1) t) softplus(-x)."""
+    if _autocast_regions[0]:  # autocast: losses in float32
+        input, target, weight, pos_weight = autocast_inputs("loss", input, target, weight, pos_weight)
     reduction = _reduction(size_average, reduce, reduction)
     _check_tensor("binary_cross_entropy_with_logits", "input", input)
     _check_tensor("binary_cross_entropy_with_logits", "target", target)
@@ -1243,6 +1351,8 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
 def kl_div(input: Tensor, target: Tensor, size_average: Any = None, reduce: Any = None,
            reduction: str = "mean", log_target: bool = False) -> Tensor:
     """Pointwise KL divergence ``target * (log target - input)`` (``input`` in log space)."""
+    if _autocast_regions[0]:  # autocast: losses in float32
+        input, target = autocast_inputs("loss", input, target)
     if reduction == "batchmean":
         red = "sum"
     else:
@@ -1262,3 +1372,12 @@ def kl_div(input: Tensor, target: Tensor, size_average: Any = None, reduce: Any 
         n = input._shape[0] if input.ndim else 1
         return loss.sum() / n
     return _reduce(loss, red)
+
+
+# -- conv1d / conv_transpose2d, more activations, group / instance norm, interpolate, ... ----
+# (in their own module, which builds on the functions above)
+
+from ._functional_more import *  # noqa: E402,F401,F403
+from ._functional_more import __all__ as _more_all  # noqa: E402
+
+__all__ += _more_all

@@ -87,10 +87,9 @@ class Conv2d(Module):
                  padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
                  padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
         super().__init__()
-        if groups != 1:
-            raise NotImplementedError("Conv2d: only groups=1 is supported")
-        if padding_mode != "zeros":
-            raise NotImplementedError(f"Conv2d: padding_mode={padding_mode!r} is not supported (only 'zeros')")
+        from .conv import _check_conv_args
+
+        _check_conv_args(in_channels, out_channels, groups, padding, _pair(stride), padding_mode)
         self.in_channels, self.out_channels = in_channels, out_channels
         self.kernel_size = _pair(kernel_size)
         self.stride = _pair(stride)
@@ -99,7 +98,8 @@ class Conv2d(Module):
         self.groups = groups
         self.padding_mode = padding_mode
         kh, kw = self.kernel_size
-        self.weight = Parameter(C.empty(out_channels, in_channels, kh, kw, **_factory(device, dtype)))
+        self.weight = Parameter(C.empty(out_channels, in_channels // groups, kh, kw,
+                                        **_factory(device, dtype)))
         if bias:
             self.bias = Parameter(C.empty(out_channels, **_factory(device, dtype)))
         else:
@@ -112,7 +112,14 @@ class Conv2d(Module):
     def forward(self, x: Tensor) -> Tensor:
         if not isinstance(x, Tensor) or x.ndim not in (3, 4) or x.shape[-3] != self.in_channels:
             raise _shape_error(self, f"(N, {self.in_channels}, H, W) or ({self.in_channels}, H, W)", x)
-        return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        padding = self.padding
+        if self.padding_mode != "zeros":
+            from .conv import _reversed_padding
+
+            x = F.pad(x, _reversed_padding(padding, self.kernel_size, self.dilation),
+                      mode=self.padding_mode)
+            padding = 0
+        return F.conv2d(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
 
     def extra_repr(self) -> str:
         s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
@@ -120,8 +127,12 @@ class Conv2d(Module):
             s += f", padding={self.padding!r}" if isinstance(self.padding, str) else f", padding={self.padding}"
         if self.dilation != (1, 1):
             s += f", dilation={self.dilation}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
         if self.bias is None:
             s += ", bias=False"
+        if self.padding_mode != "zeros":
+            s += f", padding_mode={self.padding_mode}"
         return s
 
 
