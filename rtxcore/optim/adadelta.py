@@ -1,0 +1,81 @@
+"""``Adadelta``, as ``torch.optim.Adadelta``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..ops.creation import zeros_like
+from .optimizer import Optimizer, _check_nonneg, _scalar
+
+__all__ = ["Adadelta"]
+
+
+def _validate(o: dict[str, Any]) -> None:
+    _check_nonneg(o["lr"], "learning rate")
+    if not 0.0 <= o["rho"] <= 1.0:
+        raise ValueError(f"Invalid rho value: {o['rho']}")
+    _check_nonneg(o["eps"], "epsilon value")
+    _check_nonneg(o["weight_decay"], "weight_decay value")
+
+
+class Adadelta(Optimizer):
+    r"""Adadelta (Zeiler): steps scaled by the ratio of running RMS of past
+    updates and of gradients.
+
+    Per parameter, with g its gradient (negated when ``maximize``)::
+
+        g = g + weight_decay * p                   if weight_decay != 0
+        v = rho * v + (1 - rho) * g * g
+        delta = sqrt(u + eps) / sqrt(v + eps) * g
+        u = rho * u + (1 - rho) * delta * delta
+        p = p - lr * delta
+
+    State: ``step`` (a Python int), ``square_avg`` (v) and ``acc_delta`` (u), on
+    the parameter's device.
+    """
+
+    _param_shaped_state = ("square_avg", "acc_delta")
+
+    def __init__(self, params: Any, lr: float = 1.0, rho: float = 0.9, eps: float = 1e-6,
+                 weight_decay: float = 0, *, maximize: bool = False) -> None:
+        defaults = {"lr": lr, "rho": rho, "eps": eps, "weight_decay": weight_decay,
+                    "maximize": maximize}
+        _validate(defaults)
+        super().__init__(params, defaults)
+
+    _validate = staticmethod(_validate)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group.setdefault("maximize", False)
+
+    def _update(self, group: dict[str, Any]) -> None:
+        lr = _scalar(group["lr"])
+        rho = group["rho"]
+        eps = group["eps"]
+        wd = group["weight_decay"]
+        maximize = group["maximize"]
+        w = 1 - rho
+        for p in group["params"]:
+            g = p.grad
+            if g is None:
+                continue
+            st = self.state[p]
+            if not st:
+                st["step"] = 0
+                st["square_avg"] = zeros_like(p)
+                st["acc_delta"] = zeros_like(p)
+            if maximize:
+                g = -g
+            st["step"] += 1
+            if wd != 0:
+                g = g.add(p, alpha=wd)
+            square_avg, acc_delta = st["square_avg"], st["acc_delta"]
+            square_avg.mul_(rho).add_(g.mul(w).mul_(g))  # addcmul_(g, g, value=1 - rho)
+            std = square_avg.add(eps).sqrt_()
+            delta = acc_delta.add(eps).sqrt_()
+            delta.div_(std).mul_(g)
+            # addcmul_(delta, delta, value=1 - rho)
+            acc_delta.mul_(rho).add_(delta.mul(w).mul_(delta))
+            p.add_(delta, alpha=-lr)
