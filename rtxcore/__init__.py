@@ -18,11 +18,20 @@ __version__ = "0.1.0"
 from .dtype import (bool_, double, float, float16, float32, float64, get_default_dtype,  # noqa: A004
                     half, int, int8, int16, int32, int64, long, promote_types, result_type,
                     set_default_dtype, short, uint8)
-from .dispatch.types import DType
+from .dtype import bool  # noqa: A004  (rtxcore.bool, PyTorch's name; bool_ stays)
+from .dtype import channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format
+from ._format import get_printoptions, set_printoptions
+from .dispatch.types import DType, OutOfMemoryError
 from .device import Device, device, get_default_device, set_default_device
 from .dispatch.fallback import FallbackWarning, fallback_report, set_fallback
 from .shape import Shape, Size, broadcast_shapes as _broadcast_pair
 from .tensor import Tensor
+from ._tensor_api import CPU_TYPES as _CPU_TYPES
+
+(FloatTensor, DoubleTensor, HalfTensor, LongTensor, IntTensor, ShortTensor, CharTensor,
+ ByteTensor, BoolTensor) = (_CPU_TYPES[n] for n in (
+    "FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor", "ShortTensor",
+    "CharTensor", "ByteTensor", "BoolTensor"))
 from .random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from .ops.creation import (arange, as_tensor, asarray, empty, empty_like, eye, from_dlpack, from_numpy, full,
                            full_like, linspace, logspace, ones, ones_like, rand, rand_like, randint,
@@ -47,6 +56,12 @@ from .ops.indexing import (argsort, argwhere, cat, flip, roll, tril, triu, conca
                            index_select, masked_fill, masked_select, nonzero, scatter, scatter_add,
                            sort, stack, take_along_dim, topk, vstack)
 from .ops.linalg import bmm, dot, einsum, inner, matmul, mm, mv, outer
+from .ops.misc import (addcdiv, addcmul, allclose, cartesian_prod, cdist, diag, diag_embed, equal,
+                       index_add, index_put, isclose, meshgrid, multinomial, repeat_interleave,
+                       unique, unique_consecutive)
+from .ops.out import FUNCTIONS as _with_out
+
+globals().update(_with_out)  # the functions above that take PyTorch's out= keyword
 
 from . import autograd  # noqa: F401
 from .autograd import rules as _rules  # noqa: F401  (registers every backward rule)
@@ -59,10 +74,18 @@ def __getattr__(name: str) -> Any:
     # stays as cheap as the tensor core
     import importlib
 
-    if name in ("nn", "optim", "utils"):
+    if name in ("nn", "optim", "utils", "linalg", "profiler", "distributions"):
         return importlib.import_module(f"{__name__}.{name}")
     if name in ("save", "load"):
         return getattr(importlib.import_module(f"{__name__}.serialization"), name)
+    if name in ("accelerator", "cuda", "backends", "amp"):
+        return importlib.import_module(f"{__name__}.{name}")
+    if name in ("autocast", "is_autocast_enabled", "get_autocast_dtype"):
+        return getattr(importlib.import_module(f"{__name__}.amp"), name)
+    from ._unbuilt import UNBUILT, refuse_attribute
+
+    if name in UNBUILT:
+        raise refuse_attribute(__name__, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -24,9 +24,11 @@ BY_NAME.update({"bool_": bool_, "half": float16, "float": float32, "double": flo
                 "long": int64, "int": int32, "short": int16})
 _BY_NUMPY: dict[np.dtype, DType] = {d.numpy: d for d in ALL}
 
-# Aliases PyTorch users write.
+# Aliases PyTorch users write. ``bool`` shadows the builtin in this module, which
+# therefore calls the builtin only as ``builtins_bool`` (as ``int`` / ``float``).
 half, float, double = float16, float32, float64  # noqa: A001
 short, int, long = int16, int32, int64  # noqa: A001
+bool = bool_  # noqa: A001
 
 _CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2}
 
@@ -157,3 +159,77 @@ def result_type(*operands: Any) -> DType:
     if result is None:
         raise TypeError("result_type() needs at least one operand")
     return result
+
+
+# -- memory formats -------------------------------------------------------------------
+
+
+class memory_format:  # noqa: N801  (PyTorch's name)
+    """``rtxcore.contiguous_format`` / ``channels_last`` / ``preserve_format``: the
+    layout ``clone``, ``empty_like`` and friends, ``Tensor.contiguous`` and
+    ``Tensor.to`` give their result.
+
+    ``channels_last`` is real: a 4-D (N, C, H, W) tensor gets NHWC strides
+    (``(H*W*C, 1, W*C, C)``), its memory ordered N, H, W, C. Every kernel takes
+    any strides, so values never depend on it; ops return row-major results
+    whatever their inputs' layout, and ``conv2d`` does not pick a kernel by it.
+    ``preserve_format`` keeps a channels_last input channels_last and makes
+    anything else row-major.
+    """
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"rtxcore.{self.name}"
+
+    def __reduce__(self) -> str:
+        return self.name
+
+
+preserve_format = memory_format("preserve_format")
+contiguous_format = memory_format("contiguous_format")
+channels_last = memory_format("channels_last")
+channels_last_3d = memory_format("channels_last_3d")
+
+_CL_RANK = {channels_last: 4, channels_last_3d: 5}
+
+
+def check_memory_format(fn: str, mf: Any, ndim: Any = None) -> memory_format:
+    """Validate ``memory_format=`` of ``fn`` for a tensor of ``ndim`` dims."""
+    if not isinstance(mf, memory_format):
+        raise TypeError(f"{fn}(): argument 'memory_format' must be rtxcore.memory_format "
+                        f"(rtxcore.contiguous_format, channels_last, channels_last_3d or "
+                        f"preserve_format), not {type(mf).__name__}")
+    rank = _CL_RANK.get(mf)
+    if rank is not None and ndim is not None and ndim != rank:
+        raise RuntimeError(f"{fn}(): required rank {rank} tensor to use {mf.name} format, "
+                           f"got a {ndim}-D tensor")
+    return mf
+
+
+def channels_last_strides(shape: tuple[Any, ...]) -> tuple[Any, ...]:
+    """NHWC (NDHWC) strides of an (N, C, *spatial) shape."""
+    n, c, *sp = shape
+    strides = [0] * len(shape)
+    acc = c
+    strides[1] = 1
+    for i in range(len(shape) - 1, 1, -1):
+        strides[i] = acc
+        acc *= shape[i]
+    strides[0] = acc
+    return tuple(strides)
+
+
+def suggest_memory_format(shape: tuple[Any, ...], strides: tuple[Any, ...]) -> memory_format:
+    """channels_last for a 4-D (5-D) tensor laid out NHWC and not also row-major."""
+    from .shape import is_contiguous
+
+    nd = len(shape)
+    if nd in (4, 5) and not is_contiguous(shape, strides):
+        want = channels_last_strides(shape)
+        if all(s == w or n == 1 for s, w, n in zip(strides, want, shape)):
+            return channels_last if nd == 4 else channels_last_3d
+    return contiguous_format

@@ -96,8 +96,12 @@ class Tensor:
     def nbytes(self) -> int:
         return self.numel() * self._dtype.itemsize
 
-    def is_contiguous(self) -> bool:
-        return is_contiguous(self._shape, self._strides)
+    def is_contiguous(self, memory_format: Any = None) -> bool:
+        if memory_format is None:
+            return is_contiguous(self._shape, self._strides)
+        from ._tensor_api import is_contiguous as laid_out
+
+        return laid_out(self, memory_format)
 
     def is_floating_point(self) -> bool:
         return self._dtype.is_floating_point
@@ -289,12 +293,20 @@ for _name in _l.METHODS:
     setattr(T, _name, getattr(_l, _name))
 for _name in _c.METHODS:
     setattr(T, _name, getattr(_c, _name))
+from .ops import misc as _m  # noqa: E402
+
+for _name in _m.METHODS:
+    setattr(T, _name, getattr(_m, _name))
 T.where = _e.where_method
 T.contiguous = _v.contiguous_method
 T.prod = _r.prod_
 for _name, _dt in _c.CONVERSIONS.items():
     setattr(T, _name, _c._converter(_dt))
 T.__getitem__ = _i.getitem
+# PyTorch's older API: x.type(), x.data_ptr(), x.cuda()
+from . import _tensor_api as _api  # noqa: E402
+
+T.type, T.data_ptr, T.cuda = _api.tensor_type, _api.data_ptr, _api.cuda_method
 T.__setitem__ = _i.setitem
 T.T = property(_v.T_property)
 # autograd: requires_grad, grad, grad_fn, is_leaf, backward, detach, hooks

@@ -17,6 +17,7 @@ from ..tensor import Storage, Tensor
 from ..autograd.tape import differentiable, parameters
 from .core import (cast, check_dtype, empty as _empty, from_host, kernel, make,
                    ready_device, scalar_for, view_of)
+from .._tensor_api import empty_in_format, in_format, like_format, target_format
 
 # -- from data ----------------------------------------------------------------------
 
@@ -207,9 +208,18 @@ def _size(size: tuple[Any, ...]) -> tuple[int, ...]:
     return shape
 
 
+def _sizes(fname: str, sizes: tuple[Any, ...], size: Any) -> tuple[int, ...]:
+    """The shape of ``f(2, 3)``, ``f((2, 3))`` or ``f(size=(2, 3))``."""
+    if size is None:
+        return _size(sizes)
+    if sizes:
+        raise TypeError(f"{fname}() got multiple values for argument 'size'")
+    return _size((size,))
+
+
 @_grad_option
-def empty(*size: Any, dtype: Any = None, device: Any = None) -> Tensor:
-    return _empty(_size(size), D.as_dtype(dtype), ready_device(device))
+def empty(*sizes: Any, size: Any = None, dtype: Any = None, device: Any = None) -> Tensor:
+    return _empty(_sizes("empty", sizes, size), D.as_dtype(dtype), ready_device(device))
 
 
 @_grad_option
@@ -224,13 +234,13 @@ def full(size: Any, fill_value: Any, *, dtype: Any = None, device: Any = None) -
 
 
 @_grad_option
-def zeros(*size: Any, dtype: Any = None, device: Any = None) -> Tensor:
-    return full(_size(size), 0, dtype=D.as_dtype(dtype), device=device)
+def zeros(*sizes: Any, size: Any = None, dtype: Any = None, device: Any = None) -> Tensor:
+    return full(_sizes("zeros", sizes, size), 0, dtype=D.as_dtype(dtype), device=device)
 
 
 @_grad_option
-def ones(*size: Any, dtype: Any = None, device: Any = None) -> Tensor:
-    return full(_size(size), 1, dtype=D.as_dtype(dtype), device=device)
+def ones(*sizes: Any, size: Any = None, dtype: Any = None, device: Any = None) -> Tensor:
+    return full(_sizes("ones", sizes, size), 1, dtype=D.as_dtype(dtype), device=device)
 
 
 def _like(x: Tensor, dtype: Any, device: Any) -> tuple[D.DType, Any]:
@@ -238,45 +248,51 @@ def _like(x: Tensor, dtype: Any, device: Any) -> tuple[D.DType, Any]:
 
 
 @_grad_option
-def empty_like(x: Tensor, *, dtype: Any = None, device: Any = None) -> Tensor:
+def empty_like(x: Tensor, *, dtype: Any = None, device: Any = None,
+               memory_format: Any = D.preserve_format) -> Tensor:
     dt, dev = _like(x, dtype, device)
-    return _empty(x._shape, dt, ready_device(dev))
+    if memory_format is D.preserve_format and len(x._shape) not in (4, 5):
+        return _empty(x._shape, dt, ready_device(dev))
+    return empty_in_format(x._shape, dt, ready_device(dev), target_format("empty_like", x, memory_format))
 
 
 @_grad_option
-def zeros_like(x: Tensor, *, dtype: Any = None, device: Any = None) -> Tensor:
+def zeros_like(x: Tensor, *, dtype: Any = None, device: Any = None,
+               memory_format: Any = D.preserve_format) -> Tensor:
     dt, dev = _like(x, dtype, device)
-    return full(x._shape, 0, dtype=dt, device=dev)
+    return like_format("zeros_like", full(x._shape, 0, dtype=dt, device=dev), x, memory_format)
 
 
 @_grad_option
-def ones_like(x: Tensor, *, dtype: Any = None, device: Any = None) -> Tensor:
+def ones_like(x: Tensor, *, dtype: Any = None, device: Any = None,
+              memory_format: Any = D.preserve_format) -> Tensor:
     dt, dev = _like(x, dtype, device)
-    return full(x._shape, 1, dtype=dt, device=dev)
+    return like_format("ones_like", full(x._shape, 1, dtype=dt, device=dev), x, memory_format)
 
 
 @_grad_option
-def full_like(x: Tensor, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
+def full_like(x: Tensor, fill_value: Any, *, dtype: Any = None, device: Any = None,
+              memory_format: Any = D.preserve_format) -> Tensor:
     dt, dev = _like(x, dtype, device)
-    return full(x._shape, fill_value, dtype=dt, device=dev)
+    return like_format("full_like", full(x._shape, fill_value, dtype=dt, device=dev), x, memory_format)
 
 
 @_grad_option
-def new_empty(x: Tensor, *size: Any, dtype: Any = None, device: Any = None) -> Tensor:
+def new_empty(x: Tensor, *sizes: Any, size: Any = None, dtype: Any = None, device: Any = None) -> Tensor:
     dt, dev = _like(x, dtype, device)
-    return _empty(_size(size), dt, ready_device(dev))
+    return _empty(_sizes("new_empty", sizes, size), dt, ready_device(dev))
 
 
 @_grad_option
-def new_zeros(x: Tensor, *size: Any, dtype: Any = None, device: Any = None) -> Tensor:
+def new_zeros(x: Tensor, *sizes: Any, size: Any = None, dtype: Any = None, device: Any = None) -> Tensor:
     dt, dev = _like(x, dtype, device)
-    return full(_size(size), 0, dtype=dt, device=dev)
+    return full(_sizes("new_zeros", sizes, size), 0, dtype=dt, device=dev)
 
 
 @_grad_option
-def new_ones(x: Tensor, *size: Any, dtype: Any = None, device: Any = None) -> Tensor:
+def new_ones(x: Tensor, *sizes: Any, size: Any = None, dtype: Any = None, device: Any = None) -> Tensor:
     dt, dev = _like(x, dtype, device)
-    return full(_size(size), 1, dtype=dt, device=dev)
+    return full(_sizes("new_ones", sizes, size), 1, dtype=dt, device=dev)
 
 
 @_grad_option
@@ -295,12 +311,19 @@ def new_tensor(x: Tensor, data: Any, *, dtype: Any = None, device: Any = None) -
 
 
 @_grad_option
-def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None,
+def arange(start: Any = None, end: Any = None, step: Any = 1, *, dtype: Any = None,
            device: Any = None) -> Tensor:
-    if end is None:
+    if end is None:  # arange(end)
+        if start is None:
+            raise TypeError("arange() missing required argument 'end'")
         start, end = 0, start
+    elif start is None:  # arange(end=n)
+        start = 0
     vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
     start, end, step = vals
+    if not all(math.isfinite(v) for v in vals):
+        raise RuntimeError(f"arange: unsupported range: {start} -> {end} (step {step}); "
+                           "start, end and step must be finite")
     if step == 0:
         raise RuntimeError("arange: step must be nonzero")
     if (end - start) * step < 0:
@@ -385,14 +408,16 @@ def normal_(x: Tensor, mean: float = 0.0, std: float = 1.0, *, generator: Genera
 
 
 @_grad_option
-def rand(*size: Any, generator: Generator | None = None, dtype: Any = None, device: Any = None) -> Tensor:
-    t = _empty(_size(size), _float_dtype(dtype, "rand"), ready_device(device))
+def rand(*sizes: Any, size: Any = None, generator: Generator | None = None, dtype: Any = None,
+         device: Any = None) -> Tensor:
+    t = _empty(_sizes("rand", sizes, size), _float_dtype(dtype, "rand"), ready_device(device))
     return uniform_(t, 0.0, 1.0, generator=generator)
 
 
 @_grad_option
-def randn(*size: Any, generator: Generator | None = None, dtype: Any = None, device: Any = None) -> Tensor:
-    t = _empty(_size(size), _float_dtype(dtype, "randn"), ready_device(device))
+def randn(*sizes: Any, size: Any = None, generator: Generator | None = None, dtype: Any = None,
+          device: Any = None) -> Tensor:
+    t = _empty(_sizes("randn", sizes, size), _float_dtype(dtype, "randn"), ready_device(device))
     return normal_(t, 0.0, 1.0, generator=generator)
 
 
@@ -400,10 +425,12 @@ def _wide_float(dev: Device) -> D.DType:
     return D.float64 if dev.supports(D.float64) else D.float32
 
 
-def randint(low: int, high: Any = None, size: Any = None, *, generator: Generator | None = None,
+def randint(low: int = 0, high: Any = None, size: Any = None, *, generator: Generator | None = None,
             dtype: Any = None, device: Any = None) -> Tensor:
-    if size is None:
+    if size is None:  # randint(high, size)
         low, high, size = 0, low, high
+    elif high is None:  # randint(high, size=size)
+        low, high = 0, low
     if high is None or size is None:
         raise TypeError("randint() needs high and size: randint(high, size) or randint(low, high, size)")
     if high <= low:
@@ -423,15 +450,17 @@ def randperm(n: int, *, generator: Generator | None = None, dtype: Any = None, d
 
 
 @_grad_option
-def rand_like(x: Tensor, *, dtype: Any = None, device: Any = None) -> Tensor:
+def rand_like(x: Tensor, *, dtype: Any = None, device: Any = None,
+              memory_format: Any = D.preserve_format) -> Tensor:
     dt, dev = _like(x, dtype, device)
-    return rand(x._shape, dtype=dt, device=dev)
+    return like_format("rand_like", rand(x._shape, dtype=dt, device=dev), x, memory_format)
 
 
 @_grad_option
-def randn_like(x: Tensor, *, dtype: Any = None, device: Any = None) -> Tensor:
+def randn_like(x: Tensor, *, dtype: Any = None, device: Any = None,
+               memory_format: Any = D.preserve_format) -> Tensor:
     dt, dev = _like(x, dtype, device)
-    return randn(x._shape, dtype=dt, device=dev)
+    return like_format("randn_like", randn(x._shape, dtype=dt, device=dev), x, memory_format)
 
 
 def randint_like(x: Tensor, low: int, high: Any = None, *, dtype: Any = None, device: Any = None) -> Tensor:
@@ -443,8 +472,11 @@ def randint_like(x: Tensor, low: int, high: Any = None, *, dtype: Any = None, de
 
 
 @differentiable("clone")
-def clone(x: Tensor) -> Tensor:
-    out = _empty(x._shape, x._dtype, x._device)
+def clone(x: Tensor, *, memory_format: Any = D.preserve_format) -> Tensor:
+    if memory_format is D.preserve_format and len(x._shape) not in (4, 5):
+        out = _empty(x._shape, x._dtype, x._device)
+    else:
+        out = empty_in_format(x._shape, x._dtype, x._device, target_format("clone", x, memory_format))
     kernel(x._device, "copy")(out._h, view_of(x))
     return out
 
@@ -482,6 +514,8 @@ def _parse_to(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any, 
     dtype = kwargs.pop("dtype", None)
     copy = bool(kwargs.pop("copy", False))
     kwargs.pop("non_blocking", None)
+    if "memory_format" in kwargs:  # Module.to(memory_format=) lays out no parameter
+        D.check_memory_format("to", kwargs.pop("memory_format"))
     if kwargs:
         raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
     for a in args:
@@ -500,7 +534,11 @@ def _parse_to(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any, 
 def to(x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
     """``x.to(device)``, ``x.to(dtype)``, ``x.to(device, dtype)``, ``x.to(other)``.
 
-    Returns ``x`` itself when nothing changes (unless ``copy=True``)."""
+    Returns ``x`` itself when nothing changes (unless ``copy=True``);
+    ``memory_format=`` lays the result out as ``clone``'s does."""
+    mf = kwargs.pop("memory_format", D.preserve_format)
+    if mf is not D.preserve_format:
+        return in_format("to", to(x, *args, **kwargs), mf)
     device, dtype, copy = _parse_to(args, kwargs)
     dt = x._dtype if dtype is None else D.as_dtype(dtype)
     dev = x._device if device is None else ready_device(device)

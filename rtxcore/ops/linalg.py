@@ -11,6 +11,7 @@ from ..shape import broadcast_shapes
 from ..tensor import Tensor
 from . import views as V
 from ..autograd.tape import differentiable
+from ..amp.autocast_mode import autocast_inputs, regions as _autocast_regions
 from .core import as_view, bad_operand, cast, empty, expand_to, kernel, mixed_devices, view_of
 
 
@@ -20,6 +21,8 @@ def _fmt(shape: tuple[int, ...]) -> str:
 
 @differentiable("matmul", inputs=2)
 def matmul(a: Tensor, b: Tensor) -> Tensor:
+    if _autocast_regions[0]:  # an autocast region is open: products may run in float16
+        a, b = autocast_inputs("matmul", a, b)
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise bad_operand("matmul", b if isinstance(a, Tensor) else a)
     if a._device is not b._device:

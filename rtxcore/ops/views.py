@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from .. import dtype as D
 from ..shape import (expand_strides, infer_shape, ints_arg, normalize_dim, prod, view_strides)
 from ..tensor import Tensor
 from .core import as_view, contiguous, cstrides
@@ -284,8 +285,14 @@ def tile(x: Tensor, dims: Sequence[int]) -> Tensor:
 
 
 @differentiable("contiguous")
-def contiguous_method(x: Tensor) -> Tensor:
-    return contiguous(x)
+def contiguous_method(x: Tensor, memory_format: Any = D.contiguous_format) -> Tensor:
+    if memory_format is D.contiguous_format:
+        return contiguous(x)
+    if memory_format is D.preserve_format:
+        raise RuntimeError("contiguous(): preserve memory format is unsupported by the contiguous operator")
+    from .._tensor_api import in_format
+
+    return in_format("contiguous", x, memory_format)
 
 
 def T_property(x: Tensor) -> Tensor:

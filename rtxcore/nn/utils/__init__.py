@@ -1,10 +1,12 @@
-"""``torch.nn.utils``: gradient clipping and parameters <-> one flat vector."""
+"""``torch.nn.utils``: gradient clipping, parameters <-> one flat vector, and
+``rnn`` (``pad_sequence``)."""
 
 from __future__ import annotations
 
 from .clip_grad import (clip_grad_norm, clip_grad_norm_, clip_grad_value_, clip_grads_with_norm_,
                         get_total_norm)
 from .convert_parameters import parameters_to_vector, vector_to_parameters
+from . import rnn
 
 __all__ = ["clip_grad_norm", "clip_grad_norm_", "clip_grad_value_", "clip_grads_with_norm_",
-           "get_total_norm", "parameters_to_vector", "vector_to_parameters"]
+           "get_total_norm", "parameters_to_vector", "rnn", "vector_to_parameters"]
