@@ -19,6 +19,7 @@ from .dtype import (bool_, double, float, float16, float32, float64, get_default
                     half, int, int8, int16, int32, int64, long, promote_types, result_type,
                     set_default_dtype, short, uint8)
 from .dtype import bool  # noqa: A004  (rtxcore.bool, PyTorch's name; bool_ stays)
+from .dtype import bfloat16, cdouble, cfloat, complex64, complex128  # named, refused when used
 from .dtype import channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format
 from ._format import get_printoptions, set_printoptions
 from .dispatch.types import DType, OutOfMemoryError
@@ -78,7 +79,7 @@ def __getattr__(name: str) -> Any:
         return importlib.import_module(f"{__name__}.{name}")
     if name in ("save", "load"):
         return getattr(importlib.import_module(f"{__name__}.serialization"), name)
-    if name in ("accelerator", "cuda", "backends", "amp"):
+    if name in ("accelerator", "cuda", "backends", "amp", "distributed"):
         return importlib.import_module(f"{__name__}.{name}")
     if name in ("autocast", "is_autocast_enabled", "get_autocast_dtype"):
         return getattr(importlib.import_module(f"{__name__}.amp"), name)

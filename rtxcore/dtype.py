@@ -30,6 +30,32 @@ half, float, double = float16, float32, float64  # noqa: A001
 short, int, long = int16, int32, int64  # noqa: A001
 bool = bool_  # noqa: A001
 
+
+class MissingDType:
+    """A PyTorch dtype rtxcore does not have (``bfloat16``, the complex types).
+    The name exists so that scripts which only mention it (a table of dtype
+    choices, ``autocast(..., enabled=False)``) run; any tensor of it is refused
+    by ``as_dtype`` with a TypeError saying what to use instead."""
+
+    __slots__ = ("name", "instead")
+
+    def __init__(self, name: str, instead: str) -> None:
+        self.name = name
+        self.instead = instead
+
+    def __repr__(self) -> str:
+        return f"rtxcore.{self.name}"
+
+    def __reduce__(self) -> str:
+        return self.name
+
+
+bfloat16 = MissingDType("bfloat16", "float16 (or float32)")
+complex64 = MissingDType("complex64", "two float32 tensors (real and imaginary parts)")
+complex128 = MissingDType("complex128", "two float64 tensors (real and imaginary parts)")
+cfloat, cdouble = complex64, complex128
+_MISSING = {m.name: m for m in (bfloat16, complex64, complex128)}
+
 _CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2}
 
 
@@ -62,7 +88,11 @@ def as_dtype(d: Any) -> DType:
         try:
             return BY_NAME[d]
         except KeyError:
+            if d in _MISSING:
+                raise TypeError(f"rtxcore has no {d} dtype; use {_MISSING[d].instead}") from None
             raise TypeError(f"unknown dtype {d!r}; known: {', '.join(x.name for x in ALL)}") from None
+    if type(d) is MissingDType:
+        raise TypeError(f"rtxcore has no {d.name} dtype; use {d.instead}")
     if d is builtins_bool:
         return bool_
     if d is builtins_int:

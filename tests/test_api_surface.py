@@ -470,8 +470,7 @@ def test_new_modules_load_lazily():
 
 
 @pytest.mark.parametrize("name,what", [("sparse", "out of scope"), ("onnx", "out of scope"),
-                                       ("distributed", "not built yet"), ("jit", "not built yet"),
-                                       ("compile", "not built yet")])
+                                       ("jit", "not built yet"), ("compile", "not built yet")])
 def test_unbuilt_attributes(name, what):
     from rtxcore._unbuilt import UnbuiltAttributeError
 
@@ -484,8 +483,7 @@ def test_unbuilt_attributes(name, what):
 
 @pytest.mark.parametrize("module,what", [
     ("rtxcore.sparse", "out of scope"), ("rtxcore.onnx", "out of scope"),
-    ("rtxcore.distributed", "not built yet"), ("rtxcore.jit", "not built yet"),
-    ("rtxcore.utils.tensorboard", "out of scope")])
+    ("rtxcore.jit", "not built yet"), ("rtxcore.utils.tensorboard", "out of scope")])
 def test_unbuilt_imports(module, what):
     import importlib
 
@@ -498,6 +496,16 @@ def test_unbuilt_imports(module, what):
     assert module not in sys.modules
 
 
+def test_distributed_answers_the_questions_scripts_ask_and_refuses_the_rest():
+    import rtxcore.distributed as dist
+    from rtxcore._unbuilt import UnbuiltAttributeError
+
+    assert rc.distributed is dist
+    assert dist.is_available() is False and dist.is_initialized() is False
+    with pytest.raises(UnbuiltAttributeError, match="rtxcore.distributed is not built yet"):
+        dist.init_process_group("gloo")
+
+
 def test_unbuilt_from_imports():
     with pytest.raises(ImportError, match="rtxcore.utils.tensorboard is out of scope"):
         from rtxcore.utils.tensorboard import SummaryWriter  # noqa: F401
@@ -506,3 +514,26 @@ def test_unbuilt_from_imports():
     with pytest.raises(AttributeError, match="rtxcore.utils.tensorboard is out of scope"):
         rc.utils.tensorboard  # noqa: B018
     assert rc.utils.data is not None  # the rest of utils is untouched
+
+
+# -- dtypes rtxcore names but does not have --------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "complex64", "complex128", "cfloat", "cdouble"])
+def test_missing_dtypes_exist_as_names_and_are_refused_when_used(name):
+    dt = getattr(rc, name)
+    assert repr(dt).startswith("rtxcore.")
+    with pytest.raises(TypeError, match=f"rtxcore has no {dt.name} dtype; use "):
+        rc.zeros(2, dtype=dt)
+    with pytest.raises(TypeError, match=f"rtxcore has no {dt.name} dtype"):
+        rc.ones(2).to(dt)
+    with pytest.raises(TypeError, match=f"rtxcore has no {dt.name} dtype"):
+        rc.tensor([1.0], dtype=dt.name)
+
+
+def test_autocast_disabled_accepts_any_dtype_and_changes_nothing():
+    x = rc.ones(2, 2)
+    with rc.autocast("cpu", dtype=rc.bfloat16, enabled=False):
+        assert (x @ x).dtype is rc.float32
+    with pytest.raises(RuntimeError, match="bfloat16 is not available"):
+        rc.autocast("cpu", dtype=rc.bfloat16)

@@ -190,15 +190,21 @@ class autocast:  # noqa: N801  (PyTorch's name)
         self.device = device_type
         self._cache_enabled = True if cache_enabled is None else bool(cache_enabled)
         enabled = bool(enabled)
+        if not enabled:
+            # a region that turns autocast off: any dtype is fine (PyTorch doesn't
+            # look at it either), so `autocast(..., dtype=bfloat16, enabled=False)` runs
+            self.fast_dtype = dtype if isinstance(dtype, DType) else D.float16
+            self._enabled = False
+            return
         if dtype is None:
-            if device_type == "cpu" and enabled:
+            if device_type == "cpu":
                 raise RuntimeError(
                     "autocast('cpu'): the default autocast dtype on cpu is bfloat16, which "
                     "rtxcore does not have; pass dtype=rtxcore.float16")
             dtype = D.float16
         elif not isinstance(dtype, DType):
             name = getattr(dtype, "name", None) or str(dtype)
-            if "bfloat16" in name:
+            if name == "bfloat16":
                 raise RuntimeError(f"autocast({device_type!r}): dtype bfloat16 is not available "
                                    "in rtxcore; pass dtype=rtxcore.float16")
             dtype = D.as_dtype(dtype)
