@@ -209,7 +209,7 @@ def test_matches_torch(name, kw):
     expected, topt = torch_trajectory(torch, name, kw)
     assert_trajectories(got, expected, rtol=1e-5, atol=1e-6, what=name)
     # the same options and state entries as torch's (minus its implementation switches)
-    tkeys = set(topt.param_groups[0]) - {"foreach", "fused", "capturable", "differentiable"}
+    tkeys = set(topt.param_groups[0])
     assert set(opt.param_groups[0]) == tkeys
     for k in tkeys - {"params"}:
         assert opt.param_groups[0][k] == topt.param_groups[0][k], k
@@ -667,3 +667,22 @@ def test_scheduler_errors():
                                         lr_scheduler.ExponentialLR(opt, 0.9)], milestones=[2])
     with pytest.raises(ValueError, match="mode is invalid"):
         lr_scheduler.CyclicLR(opt, 0.01, 0.1, mode="sine")
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta",
+                                  "Adamax", "NAdam"])
+def test_implementation_switches_are_accepted_kept_and_checked(name):
+    import inspect
+
+    cls = getattr(rc.optim, name)
+    params = [rc.nn.Parameter(rc.ones(2))]
+    accepted = [k for k in ("foreach", "fused", "capturable") if k in inspect.signature(cls).parameters]
+    assert "foreach" in accepted  # every one of these takes foreach in PyTorch
+    opt = cls(params, lr=0.1, **{k: (True if k != "fused" else None) for k in accepted})
+    for k in accepted:
+        assert k in opt.param_groups[0]
+    with pytest.raises(NotImplementedError, match="differentiable=True"):
+        cls(params, lr=0.1, differentiable=True)
+    if "fused" in accepted:
+        with pytest.raises(RuntimeError, match="`fused` and `foreach` cannot be `True` together"):
+            cls(params, lr=0.1, fused=True, foreach=True)

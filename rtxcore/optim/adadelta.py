@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..ops.creation import zeros_like
-from .optimizer import Optimizer, _check_nonneg, _scalar
+from .optimizer import Optimizer, _check_nonneg, _scalar, implementation_options
 
 __all__ = ["Adadelta"]
 
@@ -37,10 +37,14 @@ class Adadelta(Optimizer):
     _param_shaped_state = ("square_avg", "acc_delta")
 
     def __init__(self, params: Any, lr: float = 1.0, rho: float = 0.9, eps: float = 1e-6,
-                 weight_decay: float = 0, *, maximize: bool = False) -> None:
+                 weight_decay: float = 0, *, maximize: bool = False,
+                 foreach: bool | None = None, capturable: bool = False,
+                 differentiable: bool = False) -> None:
         defaults = {"lr": lr, "rho": rho, "eps": eps, "weight_decay": weight_decay,
                     "maximize": maximize}
         _validate(defaults)
+        defaults.update(implementation_options("Adadelta", foreach=foreach, capturable=capturable,
+                                               differentiable=differentiable))
         super().__init__(params, defaults)
 
     _validate = staticmethod(_validate)

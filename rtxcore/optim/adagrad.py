@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..ops.creation import full_like
-from .optimizer import Optimizer, _check_nonneg, _scalar
+from .optimizer import Optimizer, _check_nonneg, _scalar, implementation_options
 
 __all__ = ["Adagrad"]
 
@@ -38,11 +38,15 @@ class Adagrad(Optimizer):
 
     def __init__(self, params: Any, lr: float = 1e-2, lr_decay: float = 0,
                  weight_decay: float = 0, initial_accumulator_value: float = 0,
-                 eps: float = 1e-10, *, maximize: bool = False) -> None:
+                 eps: float = 1e-10, *, maximize: bool = False,
+                 foreach: bool | None = None, fused: bool | None = None,
+                 differentiable: bool = False) -> None:
         defaults = {"lr": lr, "lr_decay": lr_decay, "eps": eps, "weight_decay": weight_decay,
                     "initial_accumulator_value": initial_accumulator_value,
                     "maximize": maximize}
         _validate(defaults)
+        defaults.update(implementation_options("Adagrad", foreach=foreach, fused=fused,
+                                               differentiable=differentiable))
         super().__init__(params, defaults)
         for group in self.param_groups:
             for p in group["params"]:

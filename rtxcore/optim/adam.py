@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..ops.creation import zeros_like
-from .optimizer import Optimizer, _check_nonneg, _lerp_, _scalar
+from .optimizer import Optimizer, _check_nonneg, _lerp_, _scalar, implementation_options
 
 __all__ = ["Adam", "AdamW"]
 
@@ -46,12 +46,18 @@ class Adam(Optimizer):
 
     def __init__(self, params: Any, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0, amsgrad: bool = False, *,
-                 maximize: bool = False, decoupled_weight_decay: bool = False) -> None:
+                 maximize: bool = False,
+                 foreach: bool | None = None, fused: bool | None = None,
+                 capturable: bool = False, differentiable: bool = False,
+                 decoupled_weight_decay: bool = False) -> None:
         defaults = {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
                     "amsgrad": amsgrad, "maximize": maximize,
                     "decoupled_weight_decay": decoupled_weight_decay}
         _validate(defaults)
         defaults["betas"] = tuple(_scalar(b) for b in betas)
+        defaults.update(implementation_options("Adam", foreach=foreach, fused=fused,
+                                               capturable=capturable,
+                                               differentiable=differentiable))
         super().__init__(params, defaults)
 
     _validate = staticmethod(_validate)
@@ -115,9 +121,12 @@ class AdamW(Adam):
 
     def __init__(self, params: Any, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, *,
-                 maximize: bool = False) -> None:
+                 maximize: bool = False, foreach: bool | None = None,
+                 capturable: bool = False, differentiable: bool = False,
+                 fused: bool | None = None) -> None:
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize,
-                         decoupled_weight_decay=True)
+                         foreach=foreach, capturable=capturable, differentiable=differentiable,
+                         fused=fused, decoupled_weight_decay=True)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         super().__setstate__(state)

@@ -6,7 +6,7 @@ from typing import Any
 
 from ..ops.creation import zeros_like
 from .adam import _validate
-from .optimizer import Optimizer, _lerp_, _scalar
+from .optimizer import Optimizer, _lerp_, _scalar, implementation_options
 
 __all__ = ["Adamax"]
 
@@ -29,11 +29,15 @@ class Adamax(Optimizer):
     _param_shaped_state = ("exp_avg", "exp_inf")
 
     def __init__(self, params: Any, lr: float = 2e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 0, *, maximize: bool = False) -> None:
+                 eps: float = 1e-8, weight_decay: float = 0, *, maximize: bool = False,
+                 foreach: bool | None = None, capturable: bool = False,
+                 differentiable: bool = False) -> None:
         defaults = {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
                     "maximize": maximize}
         _validate(defaults)
         defaults["betas"] = tuple(_scalar(b) for b in betas)
+        defaults.update(implementation_options("Adamax", foreach=foreach, capturable=capturable,
+                                               differentiable=differentiable))
         super().__init__(params, defaults)
 
     _validate = staticmethod(_validate)

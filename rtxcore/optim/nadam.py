@@ -6,7 +6,7 @@ from typing import Any
 
 from ..ops.creation import zeros_like
 from .adam import _validate as _validate_adam
-from .optimizer import Optimizer, _check_nonneg, _lerp_, _scalar
+from .optimizer import Optimizer, _check_nonneg, _lerp_, _scalar, implementation_options
 
 __all__ = ["NAdam"]
 
@@ -40,12 +40,16 @@ class NAdam(Optimizer):
 
     def __init__(self, params: Any, lr: float = 2e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0, momentum_decay: float = 4e-3,
-                 decoupled_weight_decay: bool = False, *, maximize: bool = False) -> None:
+                 decoupled_weight_decay: bool = False, *, maximize: bool = False,
+                 foreach: bool | None = None, capturable: bool = False,
+                 differentiable: bool = False) -> None:
         defaults = {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
                     "momentum_decay": momentum_decay,
                     "decoupled_weight_decay": decoupled_weight_decay, "maximize": maximize}
         _validate(defaults)
         defaults["betas"] = tuple(_scalar(b) for b in betas)
+        defaults.update(implementation_options("NAdam", foreach=foreach, capturable=capturable,
+                                               differentiable=differentiable))
         super().__init__(params, defaults)
 
     _validate = staticmethod(_validate)

@@ -349,6 +349,22 @@ def _step_number(value: Tensor) -> Any:
     return int(v) if float(v).is_integer() else v
 
 
+def implementation_options(optimizer: str, **options: Any) -> dict[str, Any]:
+    """PyTorch's switches between implementations of one update rule
+    (``foreach``, ``fused``, ``capturable``, ``differentiable``: each optimizer
+    passes those PyTorch's has), for the param groups. rtxcore has one
+    implementation per optimizer (one pass of whole-tensor ops per parameter),
+    so they select nothing; they are kept, as PyTorch keeps them, so scripts
+    that pass or inspect them run. ``differentiable=True`` (differentiating
+    through the step) is refused."""
+    if options.get("differentiable"):
+        raise NotImplementedError(f"{optimizer}: differentiable=True (differentiating through "
+                                  "the optimizer step) is not supported by rtxcore")
+    if options.get("fused") and options.get("foreach"):
+        raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
+    return options
+
+
 def _scalar(v: Any) -> Any:
     """A hyperparameter as a Python number (a 0-d tensor lr is read once per step)."""
     return v.item() if isinstance(v, Tensor) else v

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..ops.creation import zeros_like
-from .optimizer import Optimizer, _check_nonneg, _lerp_, _scalar
+from .optimizer import Optimizer, _check_nonneg, _lerp_, _scalar, implementation_options
 
 __all__ = ["RMSprop"]
 
@@ -38,10 +38,14 @@ class RMSprop(Optimizer):
 
     def __init__(self, params: Any, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
                  weight_decay: float = 0, momentum: float = 0, centered: bool = False, *,
-                 maximize: bool = False) -> None:
+                 maximize: bool = False,
+                 foreach: bool | None = None, capturable: bool = False,
+                 differentiable: bool = False) -> None:
         defaults = {"lr": lr, "momentum": momentum, "alpha": alpha, "eps": eps,
                     "centered": centered, "weight_decay": weight_decay, "maximize": maximize}
         _validate(defaults)
+        defaults.update(implementation_options("RMSprop", foreach=foreach, capturable=capturable,
+                                               differentiable=differentiable))
         super().__init__(params, defaults)
 
     _validate = staticmethod(_validate)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .optimizer import Optimizer, _check_nonneg, _scalar
+from .optimizer import Optimizer, _check_nonneg, _scalar, implementation_options
 
 __all__ = ["SGD"]
 
@@ -36,10 +36,14 @@ class SGD(Optimizer):
 
     def __init__(self, params: Any, lr: float = 1e-3, momentum: float = 0, dampening: float = 0,
                  weight_decay: float = 0, nesterov: bool = False, *,
-                 maximize: bool = False) -> None:
+                 maximize: bool = False,
+                 foreach: bool | None = None, fused: bool | None = None,
+                 differentiable: bool = False) -> None:
         defaults = {"lr": lr, "momentum": momentum, "dampening": dampening,
                     "weight_decay": weight_decay, "nesterov": nesterov, "maximize": maximize}
         _validate(defaults)
+        defaults.update(implementation_options("SGD", foreach=foreach, fused=fused,
+                                               differentiable=differentiable))
         super().__init__(params, defaults)
 
     _validate = staticmethod(_validate)
