@@ -452,3 +452,19 @@ def test_scaler_matches_torch():
         assert s_rc._get_growth_tracker() == s_t._get_growth_tracker(), i
         np.testing.assert_allclose(w_rc.detach().numpy(), w_t.detach().numpy(), rtol=1e-5, atol=1e-6)
     assert s_rc.state_dict() == s_t.state_dict()
+
+
+def test_reductions_and_softmax_run_in_float32_under_autocast():
+    x = rc.randn(3, 5, dtype=rc.float16, requires_grad=True)
+    with rc.autocast("cpu", dtype=rc.float16):
+        outs = {"sum": x.sum(), "mean": x.mean(1), "prod": x.prod(1), "cumsum": x.cumsum(1),
+                "softmax": x.softmax(-1), "log_softmax": x.log_softmax(-1),
+                "logsumexp": x.logsumexp(1), "norm": x.norm()}
+    for name, out in outs.items():
+        assert out.dtype is rc.float32, name
+    sum(o.sum() for o in outs.values()).backward()
+    assert x.grad.dtype is rc.float16  # the gradient comes back in the input's dtype
+    want = np.exp(x.detach().numpy().astype(np.float32))
+    want /= want.sum(-1, keepdims=True)
+    np.testing.assert_allclose(outs["softmax"].detach().numpy(), want, rtol=1e-6)
+    assert x.sum().dtype is rc.float16  # outside the region: as before

@@ -14,6 +14,7 @@ from ..tensor import Tensor
 from . import elementwise as E
 from .core import as_view, cast, contiguous, drop_axes, empty, kernel, own_kernel, reduce, view_of
 from ..autograd.tape import differentiable
+from ..amp.autocast_mode import autocast_inputs, regions as _autocast_regions
 
 max_result = namedtuple("max", ["values", "indices"])
 min_result = namedtuple("min", ["values", "indices"])
@@ -33,11 +34,15 @@ def _sum_dtype(x: Tensor, dtype: Any) -> D.DType:
 
 @differentiable("sum")
 def sum(x: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:  # noqa: A001
+    if _autocast_regions[0]:  # autocast: computed in float32
+        x, = autocast_inputs("sum", x)
     return reduce("sum", x, _axes(x, dim), keepdim, _sum_dtype(x, dtype))
 
 
 @differentiable("prod")
 def prod_(x: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+    if _autocast_regions[0]:  # autocast: computed in float32
+        x, = autocast_inputs("prod", x)
     if dim is not None and not isinstance(dim, int):
         raise TypeError("prod(): dim must be an int (or None)")
     return reduce("prod", x, _axes(x, dim), keepdim, _sum_dtype(x, dtype))
@@ -45,6 +50,8 @@ def prod_(x: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = Non
 
 @differentiable("mean")
 def mean(x: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+    if _autocast_regions[0]:  # autocast: computed in float32
+        x, = autocast_inputs("mean", x)
     dt = D.as_dtype(dtype) if dtype is not None else x._dtype
     if dt.kind != "f":
         raise RuntimeError(
@@ -214,6 +221,8 @@ def _any(x: Tensor, dim: Any, keepdim: bool) -> Tensor:
 
 @differentiable("logsumexp")
 def logsumexp(x: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
+    if _autocast_regions[0]:  # autocast: computed in float32
+        x, = autocast_inputs("logsumexp", x)
     x = E._float(x)
     axes = _axes(x, dim)
     if builtins.any(x._shape[a] == 0 for a in axes):  # log(0) = -inf, as PyTorch; max has no identity
@@ -227,6 +236,8 @@ def logsumexp(x: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
 
 @differentiable("softmax")
 def softmax(x: Tensor, dim: int, dtype: Any = None) -> Tensor:
+    if _autocast_regions[0]:  # autocast: computed in float32
+        x, = autocast_inputs("softmax", x)
     x = cast(x, D.as_dtype(dtype)) if dtype is not None else E._float(x)
     axes = (normalize_dim(dim, x.ndim),) if x.ndim else ()
     if not prod(x._shape):  # nothing to normalize (and max has no identity)
@@ -242,6 +253,8 @@ def softmax(x: Tensor, dim: int, dtype: Any = None) -> Tensor:
 
 @differentiable("log_softmax")
 def log_softmax(x: Tensor, dim: int, dtype: Any = None) -> Tensor:
+    if _autocast_regions[0]:  # autocast: computed in float32
+        x, = autocast_inputs("log_softmax", x)
     x = cast(x, D.as_dtype(dtype)) if dtype is not None else E._float(x)
     axes = (normalize_dim(dim, x.ndim),) if x.ndim else ()
     if not prod(x._shape):  # nothing to normalize (and max has no identity)
@@ -257,6 +270,8 @@ def log_softmax(x: Tensor, dim: int, dtype: Any = None) -> Tensor:
 
 @differentiable("cumsum")
 def cumsum(x: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
+    if _autocast_regions[0]:  # autocast: computed in float32
+        x, = autocast_inputs("cumsum", x)
     out_dt = _sum_dtype(x, dtype)
     acc = _acc_dtype(out_dt, x._device)
     if acc is not out_dt:
@@ -281,6 +296,8 @@ def cumsum(x: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
 
 
 def cumprod(x: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
+    if _autocast_regions[0]:  # autocast: computed in float32
+        x, = autocast_inputs("cumprod", x)
     # Hillis-Steele scan, out of place: differentiable through its steps (zeros
     # included), and twice.
     from .indexing import cat
@@ -300,6 +317,8 @@ def cumprod(x: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
 
 @differentiable("norm")
 def norm(x: Tensor, p: Any = "fro", dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
+    if _autocast_regions[0]:  # autocast: computed in float32
+        x, = autocast_inputs("norm", x)
     x = cast(x, D.as_dtype(dtype)) if dtype is not None else E._float(x)
     axes = _axes(x, dim)
     if p in ("fro", 2, 2.0):
