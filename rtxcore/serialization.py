@@ -17,6 +17,9 @@ What can be saved
 File format
     A plain safetensors file (https://github.com/huggingface/safetensors): an
     8-byte little-endian header length, a JSON header, then the raw tensor data.
+    The ``safetensors`` package writes and parses it; rtxcore adds the metadata
+    below and checks what the package doesn't (the checksums, the metadata,
+    names given twice, files in other formats).
 
     * Every tensor is stored under its own name, made from its path in the saved
       object joined with ``.``: a ``state_dict`` {"fc.weight": w} is stored as the
@@ -26,9 +29,10 @@ File format
       a ``#2``, ``#3``, ... suffix. Tensors are written as their values, C-ordered:
       a non-contiguous view saves the elements it shows, and two tensors sharing
       memory are saved (and loaded) as two independent tensors.
-    * The header's ``__metadata__`` holds three strings::
+    * The header's ``__metadata__`` holds five strings::
 
-          {"format": "rtxcore", "version": "1", "structure": "<JSON>"}
+          {"format": "rtxcore", "version": "1", "structure": "<JSON>",
+           "tensor_crc32": "<hex>,<hex>,...", "header_crc32": "<hex>"}
 
       ``structure`` describes the saved object as JSON, node by node:
 
@@ -46,7 +50,22 @@ File format
       ``{"device": "cpu"}``                      an rtxcore device
       ========================================  ===================================
 
-    Saving the same object twice writes the same bytes.
+    * ``tensor_crc32`` lists the CRC-32 of each tensor's bytes (8 hex digits), in
+      the order their data lies in the file; ``header_crc32`` is the CRC-32 of the
+      header without that entry, as JSON with sorted keys, no spaces and ASCII
+      escapes (``json.dumps(h, sort_keys=True, separators=(",", ":"))``), so it
+      doesn't depend on how the header is spaced. Files from older rtxcore
+      versions have neither, and load unchecked.
+    * The layout is the safetensors package's: tensors ordered by itemsize
+      (widest first), then by name, so each one's data is aligned; the header
+      padded with spaces to a multiple of 8 bytes. rtxcore writes the header's
+      ``__metadata__`` in the order above (the package writes it in hash order).
+
+    Saving the same object twice writes the same bytes. Saving to a path writes a
+    temporary file in the same folder, syncs it to disk and renames it over the
+    target, so a save that fails (disk full, KeyboardInterrupt) or is killed
+    leaves the previous file intact (a killed one may leave a ``.NAME.*.tmp``
+    file behind); the file keeps the mode of the one it replaces.
 
 Loading
     Tensors come back on the device they were saved from (the ``device`` of each
@@ -61,16 +80,42 @@ Loading
     a dict name -> tensor on cpu (or per ``map_location``). An empty, truncated,
     corrupt or foreign file raises a ``ValueError`` naming the file and what is
     wrong with it; a dtype rtxcore lacks (bfloat16, uint32, ...) is reported the
-    same way.
+    same way. In particular:
+
+    * the checksums are verified: a changed header, or a tensor whose bytes
+      changed, is refused naming it (``verify=False`` loads such a file anyway);
+    * tensors' byte ranges must cover the data exactly, without overlaps (which
+      would alias two tensors) or holes, as the safetensors specification says:
+      the package refuses such files, and rtxcore names the tensors involved;
+    * a tensor name given twice in the header is refused (the package would
+      keep the last);
+    * rtxcore metadata whose ``format`` isn't exactly ``"rtxcore"`` is refused
+      rather than loaded as a foreign file;
+    * PyTorch checkpoints (zip or legacy pickle), NumPy ``.npy``/``.npz`` files and
+      pickles are recognized and named, with how to convert them, before the
+      package parses anything.
+
+    Each tensor gets memory of its own: from a path, ``safetensors.safe_open``
+    reads it with pread(2) (a file cut short while it is read is a ValueError,
+    where a memory map would kill the process with SIGBUS); from a file object,
+    which is read whole, ``safetensors.deserialize`` copies it out of the bytes.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import io
 import json
 import math
 import os
+import secrets
+import stat
 import sys
+import zipfile
+import zlib
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -86,7 +131,22 @@ _ST_TO_NUMPY = {
     "I64": np.int64, "F16": np.float16, "F32": np.float32, "F64": np.float64,
 }
 
+_NUMPY_TO_ST = {np.dtype(v): k for k, v in _ST_TO_NUMPY.items()}
+
 _MAX_DEPTH = 200
+_MAX_HEADER = 100_000_000  # the safetensors package refuses longer headers too
+
+# __metadata__ checksums: crc32 of the header (as canonical JSON, without this
+# entry) and of each tensor's bytes (comma-separated, in the order of the data)
+_HEADER_CRC = "header_crc32"
+_DATA_CRC = "tensor_crc32"
+_OWN_KEYS = frozenset({"structure", _HEADER_CRC, _DATA_CRC})  # only rtxcore files have these
+_KNOWN_KEYS = frozenset({"format", "version"}) | _OWN_KEYS
+
+# first bytes of files that aren't safetensors: NumPy's .npy, and torch.save's
+# legacy format (a protocol-2 pickle of the long 0x1950a86a20f9469cfc6c)
+_NPY_MAGIC = b"\x93NUMPY"
+_TORCH_LEGACY_MAGIC = b"\x80\x02\x8a\x0a" + (0x1950A86A20F9469CFC6C).to_bytes(10, "little")
 
 
 # -- saving -----------------------------------------------------------------------------
@@ -190,46 +250,124 @@ def _encode(obj: Any) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     return s.arrays, meta
 
 
-def _canonical(data: bytes, meta: dict[str, str]) -> bytes:
-    """``data`` with its metadata entries in our order, so that saving the same
-    object always writes the same bytes (safetensors writes them in hash order)."""
-    n = int.from_bytes(data[:8], "little")
-    header = data[8:8 + n]
+def _header_crc(header: dict[str, Any], name: str = "") -> str:
+    """The crc32 of ``header`` without its ``header_crc32`` entry, as canonical
+    JSON: two headers that parse to the same JSON have the same checksum."""
+    meta = header.get("__metadata__")
+    if type(meta) is dict and _HEADER_CRC in meta:
+        header = {**header, "__metadata__": {k: v for k, v in meta.items() if k != _HEADER_CRC}}
     try:
-        written = json.loads(header)["__metadata__"]
-    except (ValueError, KeyError):
-        return data
+        text = json.dumps(header, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    except (RecursionError, ValueError):
+        raise ValueError(f"can't load {name}: the file is corrupt: its header is nested too deeply") from None
+    return f"{zlib.crc32(text.encode('ascii')):08x}"
 
-    def dump(d: dict[str, str]) -> bytes:
-        return json.dumps(d, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
-    found, wanted = dump(written), dump(meta)
-    if len(found) != len(wanted) or header.count(found) != 1:
-        return data  # not the text we expected: leave the file as safetensors wrote it
-    return data[:8] + header.replace(found, wanted) + data[8 + n:]
+def _serialize(arrays: dict[str, np.ndarray], meta: dict[str, str]) -> tuple[bytes, memoryview]:
+    """The file for ``arrays`` as its header (with the checksums added to ``meta``)
+    and its data section.
+
+    The safetensors package lays the file out and writes it (widest dtypes first,
+    then by name, so every tensor's data is aligned; the header padded to 8
+    bytes). The checksums, of the bytes it wrote, depend on that layout, so the
+    package first writes zeros of the same width in their place; rtxcore then
+    writes the header again with them filled in and its metadata in a fixed
+    order (the package writes it in hash order, which would change the bytes from
+    one save to the next)."""
+    from safetensors import TensorSpec, serialize
+
+    specs = {}
+    for name, arr in arrays.items():
+        if arr.dtype not in _NUMPY_TO_ST:
+            raise TypeError(f"save(): tensor {name!r} has dtype {arr.dtype}, which safetensors "
+                            "can't store")
+        specs[name] = TensorSpec(dtype=arr.dtype.name, shape=arr.shape, data_ptr=arr.ctypes.data,
+                                 data_len=arr.nbytes)
+    blank = {**meta, _DATA_CRC: ",".join(["0" * 8] * len(arrays)), _HEADER_CRC: "0" * 8}
+    data = serialize(specs, blank)  # ``arrays`` keeps the memory that ``specs`` points to alive
+    n = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + n])
+    body = memoryview(data)[8 + n:]
+    ranges = sorted(v["data_offsets"] for k, v in header.items() if k != "__metadata__")
+    meta[_DATA_CRC] = ",".join(f"{zlib.crc32(body[b:e]):08x}" for b, e in ranges)
+    header["__metadata__"] = meta
+    meta[_HEADER_CRC] = _header_crc(header)
+    text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    if len(text) > n:  # the same JSON with fixed-width values in place of the zeros: never longer
+        raise RuntimeError("save(): the safetensors package wrote a header rtxcore can't "
+                           f"complete: {data[8:8 + n]!r:.200}")
+    return data[:8] + text + b" " * (n - len(text)), body
+
+
+def _write_atomic(path: str | os.PathLike, head: bytes, body: memoryview) -> None:
+    """Write the file to a temporary file next to ``path``, fsync it, then rename
+    it over ``path``: the old file stays whole until the new one is complete, and
+    a failure (disk full, KeyboardInterrupt, ...) leaves it untouched."""
+    target = os.path.realpath(path)  # through a symlink, as open() would write
+    folder, base = os.path.split(target)
+    try:
+        mode: int | None = stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        mode = None
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+    while True:
+        tmp = os.path.join(folder, f".{base}.{secrets.token_hex(4)}.tmp")
+        try:
+            fd = os.open(tmp, flags, 0o666)  # 0o666 less the umask, as for a new file
+            break
+        except FileExistsError:
+            continue
+        except OSError as exc:  # no such folder, no permission: name the file asked for
+            raise type(exc)(exc.errno, exc.strerror, os.fspath(path)) from None
+    try:
+        with open(fd, "wb", closefd=True) as fh:
+            if mode is not None:  # keep the mode of the file it replaces
+                with contextlib.suppress(OSError):
+                    os.chmod(fd if os.chmod in os.supports_fd else tmp, mode)
+            fh.write(head)
+            fh.write(body)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    if os.name == "posix":  # make the rename itself durable
+        with contextlib.suppress(OSError):
+            dfd = os.open(folder or ".", os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
 
 
 def save(obj: Any, f: Any) -> None:
     """Save ``obj`` (a tensor or nested containers of tensors and plain values) to
     ``f``, a path (str or ``os.PathLike``) or a binary file object, as safetensors.
-    See the module docstring for what can be saved and the format."""
-    from safetensors.numpy import save as st_save
 
-    arrays, meta = _encode(obj)
-    data = _canonical(st_save(arrays, metadata=meta), meta)
-    if isinstance(f, (str, os.PathLike)):
-        with open(f, "wb") as fh:
-            fh.write(data)
-    elif hasattr(f, "write"):
-        f.write(data)
-    else:
+    A path is written atomically: to a temporary file in the same folder, synced to
+    disk, then renamed over ``f``, so a save that fails or is killed leaves the old
+    file as it was. See the module docstring for what can be saved and the format."""
+    if not isinstance(f, (str, os.PathLike)) and not hasattr(f, "write"):
         raise TypeError(f"save() needs a path or a binary file object to write to, got {type(f).__name__}")
+    arrays, meta = _encode(obj)
+    head, body = _serialize(arrays, meta)
+    if isinstance(f, (str, os.PathLike)):
+        _write_atomic(f, head, body)
+    else:
+        f.write(head)
+        f.write(body)
 
 
 # -- loading -----------------------------------------------------------------------------
 
 
 class _Corrupt(ValueError):
+    pass
+
+
+class _Unsupported(ValueError):
     pass
 
 
@@ -371,10 +509,13 @@ def _nonfinite(v: Any) -> float:
     return float(v)
 
 
-def _read(f: Any) -> tuple[bytes, str]:
+def _open(f: Any, stack: contextlib.ExitStack) -> tuple[Any, int, str, str | bytes]:
+    """A seekable binary stream over ``f`` (to read its header), its size, the file's
+    name for messages, and what the safetensors package reads the tensors from: the
+    path of a file, or the bytes read from a file object."""
     if isinstance(f, (str, os.PathLike)):
-        with open(f, "rb") as fh:
-            return fh.read(), repr(os.fspath(f))
+        fh = stack.enter_context(open(f, "rb"))
+        return fh, os.fstat(fh.fileno()).st_size, repr(os.fspath(f)), os.fsdecode(f)
     if hasattr(f, "read"):
         data = f.read()
         name = getattr(f, "name", None)
@@ -382,54 +523,261 @@ def _read(f: Any) -> tuple[bytes, str]:
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"load() needs a binary file object; {label}.read() returned "
                             f"{type(data).__name__}")
-        return bytes(data), label
+        data = bytes(data)  # no copy when it is bytes already
+        return io.BytesIO(data), len(data), label, data
     raise TypeError(f"load() needs a path or a binary file object to read, got {type(f).__name__}")
 
 
-def _parse(data: bytes, name: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """The header and the arrays of a safetensors file, or a ValueError saying why not."""
-    from safetensors import deserialize
+_PT_ADVICE = ("rtxcore never unpickles (loading a pickle can run code). If you trust the file, "
+              "load it with torch.load and convert it: rc.save({k: rc.tensor(v.numpy()) for k, v "
+              "in torch.load(path).items()}, 'model.safetensors'), or write it with "
+              "safetensors.torch.save_file")
+
+
+def _what_is(stream: Any, head: bytes) -> str | None:
+    """What a file that is not safetensors is, with what to do about it, when its
+    first bytes tell (PyTorch, NumPy, pickle, zip); None when they don't."""
+    if head.startswith(_NPY_MAGIC):
+        return ("it is a NumPy .npy file, not a safetensors file; load it with "
+                "rc.from_numpy(np.load(path))")
+    if head.startswith(_TORCH_LEGACY_MAGIC):
+        return ("it is a PyTorch checkpoint in torch.save's legacy pickle format, not a "
+                f"safetensors file; {_PT_ADVICE}")
+    if len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5:
+        return ("it is a Python pickle, not a safetensors file; rtxcore never unpickles "
+                "(loading a pickle can run code)")
+    if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+        try:
+            stream.seek(0)
+            names = zipfile.ZipFile(stream).namelist()
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+            return "it is a zip archive (a damaged one), not a safetensors file"
+        if any(n == "data.pkl" or n.endswith("/data.pkl") for n in names):
+            return ("it is a PyTorch checkpoint (torch.save's zip format), not a safetensors "
+                    f"file; {_PT_ADVICE}")
+        if names and all(n.endswith(".npy") for n in names):
+            return ("it is a NumPy .npz archive, not a safetensors file; load it with "
+                    "{k: rc.from_numpy(v) for k, v in np.load(path).items()}")
+        return "it is a zip archive, not a safetensors file"
+    return None
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise _Corrupt(f"its header names {k!r:.80} twice")
+        out[k] = v
+    return out
+
+
+def _near_format(value: str) -> bool:
+    """Whether a "format" value is rtxcore's with a few characters changed."""
+    if value.lower() == FORMAT:
+        return True
+    return len(value) == len(FORMAT) and sum(a != b for a, b in zip(value, FORMAT)) <= 2
+
+
+def _explain(header: dict[str, Any], data_size: int) -> None:
+    """Raise _Corrupt or _Unsupported saying which tensor of ``header`` the
+    safetensors package refused, and why: a malformed entry, a dtype rtxcore
+    lacks, a shape that doesn't match its bytes, or byte ranges that don't cover
+    the data section exactly (overlapping ranges would alias two tensors; holes
+    and trailing bytes are refused by the specification). Returns if it finds
+    none of these."""
+    ranges = []
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        if type(info) is not dict:
+            raise _Corrupt(f"the entry of tensor {name!r:.80} is not a JSON object")
+        code, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+        if type(code) is not str:
+            raise _Corrupt(f"tensor {name!r:.80} has no dtype")
+        if (type(shape) is not list or any(type(d) is not int or d < 0 for d in shape)
+                or type(offsets) is not list or len(offsets) != 2
+                or any(type(o) is not int for o in offsets)):
+            raise _Corrupt(f"tensor {name!r:.80} has a bad shape or data_offsets")
+        if code not in _ST_TO_NUMPY:
+            raise _Unsupported(_unsupported(name, code))
+        begin, end = offsets
+        if not 0 <= begin <= end:
+            raise _Corrupt(f"tensor {name!r:.80} has data_offsets [{begin}, {end}]")
+        if end > data_size:
+            raise _Corrupt(f"tensor {name!r:.80} lies outside the data section (its bytes "
+                           f"[{begin}, {end}) of {data_size}): the file is truncated or its header "
+                           "is corrupt")
+        count = math.prod(shape)
+        if count * np.dtype(_ST_TO_NUMPY[code]).itemsize != end - begin:
+            raise _Corrupt(f"tensor {name!r:.80} has shape {shape} of {code} ({count} "
+                           f"elements) but {end - begin} bytes")
+        ranges.append((begin, end, name))
+    ranges.sort()
+    pos, prev = 0, None
+    for begin, end, name in ranges:
+        if begin < pos:
+            assert prev is not None
+            raise _Corrupt(f"tensors {prev[2]!r:.80} and {name!r:.80} claim the same bytes "
+                           f"([{prev[0]}, {prev[1]}) and [{begin}, {end}))")
+        if begin > pos:
+            raise _Corrupt(f"bytes [{pos}, {begin}) of the data section belong to no tensor "
+                           f"(before tensor {name!r:.80})")
+        pos, prev = end, (begin, end, name)
+    if pos != data_size:
+        raise _Corrupt(f"the last {data_size - pos} bytes of the file belong to no tensor "
+                       "(trailing data, or a corrupt header)")
+
+
+def _unsupported(name: str, code: str) -> str:
+    return (f"tensor {name!r} has dtype {code:.20}, which rtxcore doesn't support "
+            f"(supported: {', '.join(_ST_TO_NUMPY)})")
+
+
+def _tensors(source: str | bytes, header: dict[str, Any],
+             stack: contextlib.ExitStack) -> list[tuple[str, str, Callable[[], np.ndarray]]]:
+    """The file's tensors as the safetensors package parses them, in the order of
+    their data: (name, dtype code, a function returning the tensor's array in
+    memory of its own). The package checks the header against the file: every
+    entry well formed, shapes matching byte counts, byte ranges covering the data
+    section exactly, without overlaps; it raises SafetensorError otherwise.
+
+    A path is opened with ``safe_open``, which reads each tensor with pread(2)
+    (a file that shrinks meanwhile is an error, where a memory map would crash
+    the process with SIGBUS); bytes are parsed with ``deserialize``."""
+    from safetensors import deserialize, safe_open
+
+    if isinstance(source, str):
+        st = stack.enter_context(safe_open(source, framework="numpy", backend="pread"))
+        if (st.metadata() or {}) != header.get("__metadata__", {}):  # opened twice: the same file?
+            raise _Corrupt("it changed while it was read (replaced by another save?)")
+        return [(k, st.get_slice(k).get_dtype(), functools.partial(st.get_tensor, k))
+                for k in st.offset_keys()]
+
+    def array(info: dict[str, Any]) -> np.ndarray:  # a view of the bytearray made for it
+        return np.frombuffer(info["data"], _ST_TO_NUMPY[info["dtype"]]).reshape(info["shape"])
+
+    parsed = dict(deserialize(source))  # in hash order: sort by the (validated) offsets
+    order = sorted(parsed, key=lambda k: header[k]["data_offsets"] if k in header else [-1, -1])
+    return [(k, parsed[k]["dtype"], functools.partial(array, parsed[k])) for k in order]
+
+
+def _read_arrays(tensors: list[tuple[str, str, Callable[[], np.ndarray]]], crcs: list[str] | None,
+                 name: str) -> dict[str, np.ndarray]:
+    """Each tensor's array, checked against ``crcs`` (one per tensor, in data
+    order) when given: the CRC-32 of the bytes the safetensors package returned."""
+    from safetensors import SafetensorError
+
+    for key, code, _ in tensors:
+        if code not in _ST_TO_NUMPY:
+            raise _Unsupported(_unsupported(key, code))
+    if crcs is not None and len(crcs) != len(tensors):
+        raise _Corrupt(f"it holds {len(tensors)} tensors and {len(crcs)} checksums")
+    arrays: dict[str, np.ndarray] = {}
+    for i, (key, _, get) in enumerate(tensors):
+        try:
+            arr = get()
+        except SafetensorError as exc:
+            raise _Corrupt(f"it ends inside tensor {key!r:.80}: the file is truncated (or "
+                           f"changed while it was read): {exc}") from None
+        if crcs is not None and f"{zlib.crc32(arr):08x}" != crcs[i]:
+            raise ValueError(
+                f"can't load {name}: the data of tensor {key!r} changed after it was saved (its "
+                f"crc32 checksum doesn't match): the file is corrupt. rc.load(..., verify=False) "
+                "loads it anyway")
+        arrays[key] = arr
+    return arrays
+
+
+def _parse(stream: Any, size: int, name: str, verify: bool, source: str | bytes,
+           stack: contextlib.ExitStack) -> tuple[dict[str, Any] | None, dict[str, np.ndarray]]:
+    """The rtxcore metadata (None for a foreign safetensors file) and the arrays of
+    the file, or a ValueError saying why not.
+
+    rtxcore reads the header itself first: to recognize files in other formats
+    before parsing them, and to check the header's checksum and its rtxcore
+    metadata, which the safetensors package doesn't (nor does it refuse a name
+    given twice). The package then parses and validates the file and reads the
+    tensors; rtxcore checks each one's checksum."""
 
     def bad(what: str) -> ValueError:
         return ValueError(f"can't load {name}: {what}")
 
-    size = len(data)
     if size == 0:
         raise bad("the file is empty")
-    if size < 8:
-        raise bad(f"the file is only {size} bytes long: truncated, or not a safetensors file")
-    n = int.from_bytes(data[:8], "little")
-    if n > size - 8 or n < 2:
+    head = stream.read(16)
+    n = int.from_bytes(head[:8], "little")
+    if size < 8 or n > size - 8 or n < 2 or n > _MAX_HEADER:
+        what = _what_is(stream, head)
+        if what is not None:
+            raise bad(what)
+        if size < 8:
+            raise bad(f"the file is only {size} bytes long: truncated, or not a safetensors file")
+        if n > _MAX_HEADER and n <= size - 8:
+            raise bad(f"it is not a safetensors file, or it is corrupt: its first 8 bytes give a "
+                      f"header of {n} bytes, more than the {_MAX_HEADER} safetensors allows")
         raise bad(f"it is not a safetensors file, or it is truncated: its first 8 bytes give a "
                   f"header of {n} bytes, but the file has {size - 8} bytes after them")
+    stream.seek(8)
+    text = stream.read(n)
     try:
-        header = json.loads(data[8:8 + n].decode("utf-8"))
+        header = json.loads(text.decode("utf-8"), object_pairs_hook=_no_duplicates)
+    except _Corrupt as exc:
+        raise bad(f"the file is corrupt: {exc}") from None
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise bad(f"its header is not valid JSON ({exc}); the file is corrupt or not a "
+        what = _what_is(stream, head)
+        raise bad(what or f"its header is not valid JSON ({exc}); the file is corrupt or not a "
                   "safetensors file") from None
     if type(header) is not dict:
         raise bad("its header is not a JSON object; the file is corrupt or not a safetensors file")
+    meta = header.get("__metadata__", {})
+    if type(meta) is not dict or any(type(v) is not str for v in meta.values()):
+        raise bad("the file is corrupt: its __metadata__ is not a JSON object of strings")
+    fmt = meta.get("format")
+    ours = fmt == FORMAT
+    if not ours and (fmt is not None and (type(fmt) is not str or _near_format(fmt))
+                     or any(k in meta for k in _OWN_KEYS)):
+        said = "missing" if fmt is None else f"{fmt!r:.40}"
+        raise bad(f"the file is corrupt: its metadata key 'format' is {said}, not {FORMAT!r}, "
+                  "though the rest of its metadata is rtxcore's")
+    crcs: list[str] | None = None
+    if ours:
+        have = [k in meta for k in (_HEADER_CRC, _DATA_CRC)]
+        if any(have) and not all(have):
+            raise bad("the file is corrupt: its metadata has one of the checksums "
+                      f"{_HEADER_CRC!r} and {_DATA_CRC!r} without the other")
+        if all(have) and verify and _header_crc(header, name) != meta[_HEADER_CRC]:
+            raise bad("the file is corrupt: its header changed after it was saved (its crc32 "
+                      "checksum doesn't match)")
+        version = meta.get("version")
+        if version != VERSION:
+            raise bad(f"it is in rtxcore format version {version!r:.40}, and this rtxcore reads "
+                      f"version {VERSION!r} (written by a newer rtxcore?)")
+        unknown = sorted(set(meta) - _KNOWN_KEYS)
+        if unknown:
+            raise bad(f"the file is corrupt: its rtxcore metadata has the unknown key {unknown[0]!r:.40}")
+        if all(have) and verify:
+            crcs = meta[_DATA_CRC].split(",") if meta[_DATA_CRC] else []
+    from safetensors import SafetensorError
+
     try:
-        raw = deserialize(data)
-    except Exception as exc:  # noqa: BLE001  (SafetensorError, or whatever else Rust raises)
-        raise bad(f"the file is corrupt or truncated ({exc})") from None
-    arrays: dict[str, np.ndarray] = {}
-    try:
-        for key, info in raw:
-            code = info["dtype"]
-            npdt = _ST_TO_NUMPY.get(code)
-            if npdt is None:
-                raise bad(f"tensor {key!r} has dtype {code}, which rtxcore doesn't support "
-                          f"(supported: {', '.join(_ST_TO_NUMPY)})")
-            arrays[key] = np.frombuffer(info["data"], dtype=npdt).reshape(info["shape"])
-    except (KeyError, TypeError, ValueError) as exc:
-        if str(exc).startswith("can't load"):
-            raise
-        raise bad(f"the file is corrupt ({exc})") from None
-    return header, arrays
+        try:
+            tensors = _tensors(source, header, stack)
+        except SafetensorError as exc:
+            _explain(header, size - 8 - n)  # raises, naming the tensors, when it can
+            raise _Corrupt(f"the safetensors package refuses it ({exc})") from None
+        if sorted(k for k, _, _ in tensors) != sorted(k for k in header if k != "__metadata__"):
+            raise _Corrupt("it changed while it was read (replaced by another save?)")
+        arrays = _read_arrays(tensors, crcs, name)
+    except _Corrupt as exc:
+        raise bad(f"the file is corrupt: {exc}") from None
+    except _Unsupported as exc:
+        raise bad(str(exc)) from None
+    if not ours:  # a foreign file's tensors in the order its header lists them
+        arrays = {k: arrays[k] for k in header if k != "__metadata__"}
+    return (meta if ours else None), arrays
 
 
-def load(f: Any, map_location: Any = None, weights_only: Any = None) -> Any:
+def load(f: Any, map_location: Any = None, weights_only: Any = None, *, verify: bool = True) -> Any:
     """Load what ``save`` wrote to ``f`` (a path or a binary file object).
 
     ``map_location``: None (each tensor on the device it was saved from), a device
@@ -437,19 +785,16 @@ def load(f: Any, map_location: Any = None, weights_only: Any = None) -> Any:
     ``f(cpu_tensor, saved_device_str) -> tensor | device | None``. ``weights_only``
     is accepted for PyTorch compatibility and changes nothing: loading never runs
     code. A safetensors file without rtxcore metadata loads as a dict of tensors.
+    ``verify=False`` skips the checksums, to load a damaged file as it is.
     """
     del weights_only
-    data, name = _read(f)
-    header, arrays = _parse(data, name)
-    meta = header.get("__metadata__")
-    if not (type(meta) is dict and meta.get("format") == FORMAT):
-        # a plain safetensors file from another program: its tensors by name, in file order
+    with contextlib.ExitStack() as stack:
+        stream, size, name, source = _open(f, stack)
+        meta, arrays = _parse(stream, size, name, verify, source, stack)
+    if meta is None:
+        # a plain safetensors file from another program: its tensors by name
         loader = _Loader(name, arrays, map_location)
-        return {k: loader.tensor(k, "cpu") for k in header if k != "__metadata__" and k in arrays}
-    version = meta.get("version")
-    if version != VERSION:
-        raise ValueError(f"can't load {name}: it is in rtxcore format version {version!r}, and this "
-                         f"rtxcore reads version {VERSION!r} (written by a newer rtxcore?)")
+        return {k: loader.tensor(k, "cpu") for k in arrays}
     try:
         structure = json.loads(meta["structure"])
     except (KeyError, TypeError, ValueError, RecursionError) as exc:
@@ -463,4 +808,3 @@ def load(f: Any, map_location: Any = None, weights_only: Any = None) -> Any:
     except RecursionError:
         raise ValueError(f"can't load {name}: the file is corrupt: its structure is nested "
                          "too deeply") from None
-

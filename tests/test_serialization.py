@@ -5,7 +5,9 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 import pickle
+import stat
 from collections import OrderedDict, defaultdict
 
 import numpy as np
@@ -526,3 +528,218 @@ def test_torch_reads_a_saved_flat_dict(tmp_path):
     w = rc.load(back)["w"]
     assert w.dtype is rc.float16
     assert_close(w, np.arange(6, dtype=np.float16).reshape(2, 3))
+
+
+# -- saving in place, checksums, layout ------------------------------------------------------------
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX file modes")
+def test_saved_file_modes(tmp_path):
+    umask = os.umask(0o022)
+    os.umask(umask)
+    new = tmp_path / "new.safetensors"
+    rc.save(rc.ones(2), new)
+    assert stat.S_IMODE(new.stat().st_mode) == 0o666 & ~umask  # as open() would make it
+    kept = tmp_path / "kept.safetensors"
+    rc.save(rc.ones(2), kept)
+    kept.chmod(0o640)
+    rc.save(rc.zeros(3), kept)
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o640
+    assert_close(rc.load(kept), np.zeros(3, dtype=np.float32))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.safetensors", "new.safetensors"]
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symlinks")
+def test_saving_through_a_symlink_replaces_its_target(tmp_path):
+    target = tmp_path / "real.safetensors"
+    rc.save(rc.ones(1), target)
+    link = tmp_path / "link.safetensors"
+    link.symlink_to(target)
+    rc.save(rc.full((2,), 7.0), link)
+    assert link.is_symlink()
+    assert_close(rc.load(target), [7.0, 7.0], check_dtype=False)
+
+
+def test_file_without_checksums_still_loads(tmp_path):
+    """Files from older rtxcore versions (no checksums) and from the safetensors
+    package (no rtxcore metadata at all) load; a foreign file's tensors come in
+    its header's order."""
+    from safetensors.numpy import save
+
+    path, load = _load_file(tmp_path, _rtx_file({"dict": [["w", {"tensor": "t", "device": "cpu"}]]}))
+    assert_close(load()["w"], [0.0, 1.0, 2.0], check_dtype=False)
+    arrays = {"b": np.arange(3, dtype=np.int8), "a": np.ones((2, 2), np.float64)}
+    path, load = _load_file(tmp_path, save(arrays, {"format": "pt"}))
+    out = load()
+    names = [k for k in json.loads(path.read_bytes()[8:8 + int.from_bytes(path.read_bytes()[:8], "little")])
+             if k != "__metadata__"]
+    assert list(out) == names and set(names) == set(arrays)
+    for k, v in arrays.items():
+        assert_close(out[k], v)
+
+
+def _file(header: dict, data: bytes) -> bytes:
+    text = json.dumps(header).encode()
+    return len(text).to_bytes(8, "little") + text + data
+
+
+@pytest.mark.parametrize("a,b,words", [
+    ([0, 4], [8, 16], ["[4, 8)", "no tensor"]),  # a hole between the tensors
+    ([0, 8], [8, 12], ["last 4 bytes", "no tensor"]),  # bytes after the last one
+    ([0, 8], [8, 24], ["'b'", "outside the data section"]),
+])
+def test_byte_ranges_must_cover_the_data_exactly(tmp_path, a, b, words):
+    import safetensors
+
+    data = _file({"a": {"dtype": "F32", "shape": [(a[1] - a[0]) // 4], "data_offsets": a},
+                  "b": {"dtype": "F32", "shape": [(b[1] - b[0]) // 4], "data_offsets": b}},
+                 np.arange(4, dtype=np.float32).tobytes())
+    with pytest.raises(Exception):  # the safetensors package refuses these files too
+        safetensors.deserialize(data)
+    path, load = _load_file(tmp_path, data)
+    with pytest.raises(ValueError) as info:
+        load()
+    assert all(w in str(info.value) for w in words) and str(path) in str(info.value)
+
+
+def test_shape_and_byte_count_must_agree(tmp_path):
+    data = _file({"a": {"dtype": "F32", "shape": [10**12], "data_offsets": [0, 16]}},
+                 np.arange(4, dtype=np.float32).tobytes())
+    _, load = _load_file(tmp_path, data)
+    with pytest.raises(ValueError, match="'a' has shape"):
+        load()
+
+
+def test_unknown_rtxcore_metadata_key_is_refused(tmp_path):
+    from safetensors.numpy import save
+
+    meta = {"format": FORMAT, "version": VERSION, "structure": '{"tensor":"t","device":"cpu"}',
+            "strucutre": "x"}
+    _, load = _load_file(tmp_path, save({"t": np.zeros(1, np.float32)}, meta))
+    with pytest.raises(ValueError, match="strucutre"):
+        load()
+
+
+def test_header_change_is_caught_unless_verify_is_off(tmp_path):
+    buf = io.BytesIO()
+    rc.save({"a": rc.ones(2), "n": 5}, buf)
+    data = buf.getvalue().replace(b'\\"n\\",5', b'\\"n\\",6')
+    assert data != buf.getvalue()
+    _, load = _load_file(tmp_path, data)
+    with pytest.raises(ValueError, match="header changed"):
+        load()
+    assert rc.load(io.BytesIO(data), verify=False)["n"] == 6
+
+
+# -- the safetensors package reads and writes the files -------------------------------------------
+
+
+def test_the_safetensors_package_writes_and_reads_the_files(tmp_path, monkeypatch):
+    """save lays files out with safetensors.serialize (the same tensor entries and
+    data as safetensors.numpy.save writes); load parses them with
+    safetensors.deserialize (bytes) and safe_open (paths)."""
+    import safetensors
+    from safetensors.numpy import save as st_save
+
+    calls: list[str] = []
+
+    def spy(fn: str):
+        real = getattr(safetensors, fn)
+        return lambda *a, **k: calls.append(fn) or real(*a, **k)
+
+    for fn in ("serialize", "deserialize", "safe_open"):
+        monkeypatch.setattr(safetensors, fn, spy(fn))
+    arrays = {"w": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.array([1, -2], np.int8),
+              "d": np.full((2, 2), 0.5), "m": np.array([True, False, True])}
+    obj = {k: rc.from_numpy(v) for k, v in arrays.items()}
+    buf = io.BytesIO()
+    rc.save(obj, buf)
+    assert calls == ["serialize"]
+    out = rc.load(io.BytesIO(buf.getvalue()))
+    assert calls == ["serialize", "deserialize"]
+    path = tmp_path / "m.safetensors"
+    rc.save(obj, path)
+    assert rc.load(path).keys() == obj.keys()
+    assert calls == ["serialize", "deserialize", "serialize", "safe_open"]
+    for k, v in arrays.items():
+        assert_close(out[k], v)
+
+    def parts(data: bytes) -> tuple[dict, bytes]:
+        n = int.from_bytes(data[:8], "little")
+        header = json.loads(data[8:8 + n])
+        header.pop("__metadata__", None)
+        return header, data[8 + n:]
+
+    ours, reference = parts(buf.getvalue()), parts(st_save(arrays))
+    assert list(ours[0].items()) == list(reference[0].items())  # same entries, in the same order
+    assert ours[1] == reference[1]
+
+
+def test_a_name_given_twice_is_refused(tmp_path):
+    """The safetensors package takes the last of two entries with the same name;
+    rtxcore refuses the file."""
+    import safetensors
+
+    entry = {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}
+    text = json.dumps({"a": entry})[:-1] + ", " + json.dumps({"a": entry})[1:]
+    data = len(text).to_bytes(8, "little") + text.encode() + np.ones(2, np.float32).tobytes()
+    assert [k for k, _ in safetensors.deserialize(data)] == ["a"]
+    path, load = _load_file(tmp_path, data)
+    for source in (lambda: rc.load(io.BytesIO(data)), load):
+        with pytest.raises(ValueError, match="names 'a' twice"):
+            source()
+
+
+@pytest.mark.parametrize("code,count", [("U32", 1), ("BF16", 2), ("U16", 2), ("F8_E4M3", 4)])
+def test_valid_file_with_a_dtype_rtxcore_lacks(tmp_path, code, count):
+    import safetensors
+
+    data = _file({"ok": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+                  "x": {"dtype": code, "shape": [count], "data_offsets": [4, 8]}}, bytes(8))
+    safetensors.deserialize(data)  # a valid safetensors file
+    path, load = _load_file(tmp_path, data)
+    for source in (lambda: rc.load(io.BytesIO(data)), load):
+        with pytest.raises(ValueError) as info:
+            source()
+        msg = str(info.value)
+        assert code in msg and "'x'" in msg and "doesn't support" in msg
+
+
+def test_file_shrinking_while_it_is_read(tmp_path, monkeypatch):
+    """A file cut short after the safetensors package opened it is a ValueError
+    (it reads with pread(2); with a memory map the process would die of SIGBUS)."""
+    import rtxcore.serialization as ser
+
+    path = tmp_path / "model.safetensors"
+    rc.save({"a": rc.ones(1000), "b": rc.zeros(1000)}, path)
+    real = ser._tensors
+
+    def then_truncate(*args, **kwargs):
+        got = real(*args, **kwargs)
+        os.truncate(path, os.path.getsize(path) - 2000)
+        return got
+
+    monkeypatch.setattr(ser, "_tensors", then_truncate)
+    with pytest.raises(ValueError) as info:
+        rc.load(path)
+    assert str(path) in str(info.value) and "truncated" in str(info.value)
+
+
+def test_file_replaced_while_it_is_read(tmp_path, monkeypatch):
+    """rtxcore reads the header, then the safetensors package opens the file: one
+    replaced in between by another save is refused as changed, not loaded mixed."""
+    import safetensors
+
+    path = tmp_path / "model.safetensors"
+    rc.save({"a": rc.ones(4), "step": 1}, path)
+    real = safetensors.safe_open
+
+    def replaced_first(*args, **kwargs):
+        rc.save({"a": rc.zeros(4), "step": 2}, path)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(safetensors, "safe_open", replaced_first)
+    with pytest.raises(ValueError, match="changed while it was read"):
+        rc.load(path)
+    monkeypatch.undo()
+    assert rc.load(path)["step"] == 2
