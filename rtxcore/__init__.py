@@ -60,6 +60,12 @@ from .ops.linalg import bmm, dot, einsum, inner, matmul, mm, mv, outer
 from .ops.misc import (addcdiv, addcmul, allclose, cartesian_prod, cdist, diag, diag_embed, equal,
                        index_add, index_put, isclose, meshgrid, multinomial, repeat_interleave,
                        unique, unique_consecutive)
+from .ops import more as _more
+from .ops.views import select
+from . import _settings
+
+globals().update({_n: getattr(_more, _n) for _n in _more.FUNCTIONS})  # atan2, median, kron, ...
+globals().update({_n: getattr(_settings, _n) for _n in _settings.NAMES})  # finfo, iinfo, ...
 from .ops.out import FUNCTIONS as _with_out
 
 globals().update(_with_out)  # the functions above that take PyTorch's out= keyword

@@ -297,6 +297,11 @@ from .ops import misc as _m  # noqa: E402
 
 for _name in _m.METHODS:
     setattr(T, _name, getattr(_m, _name))
+from .ops import more as _mo  # noqa: E402
+
+for _name in _mo.METHODS:
+    setattr(T, _name, getattr(_mo, _name))
+T.is_cuda = property(_mo.is_cuda)
 T.where = _e.where_method
 T.contiguous = _v.contiguous_method
 T.prod = _r.prod_

@@ -811,7 +811,8 @@ class _Embedding(Function):
         g2 = g.reshape(-1, d)
         if padding_idx is not None and _state.enabled:
             g2 = E.where(idx == padding_idx, E.zeros_scalar_like(g2), g2)
-        dw = zeros(weight_shape, dtype=g._dtype, device=g._device).scatter_add(
+        # in place into the fresh zeros (scatter_add would copy them first)
+        dw = zeros(weight_shape, dtype=g._dtype, device=g._device).scatter_add_(
             0, idx.expand(idx._shape[0], d), g2)
         if padding_idx is not None and not _state.enabled:
             dw[padding_idx].zero_()
@@ -1381,3 +1382,7 @@ from ._functional_more import *  # noqa: E402,F401,F403
 from ._functional_more import __all__ as _more_all  # noqa: E402
 
 __all__ += _more_all
+
+from ..ops.more import cosine_similarity, pairwise_distance  # noqa: E402
+
+__all__ += ["cosine_similarity", "pairwise_distance"]

@@ -1,0 +1,164 @@
+"""PyTorch's numeric-type info (``finfo``/``iinfo``) and its process-wide
+switches (threads, deterministic algorithms, float32 matmul precision), stored
+and reported honestly: what each one controls in rtxcore is said below."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any
+
+import numpy as np
+
+from . import dtype as D
+
+
+class finfo:  # noqa: N801  (PyTorch's name)
+    """Machine limits of a floating-point dtype (the default dtype when none is
+    given): ``bits eps max min tiny smallest_normal resolution dtype``."""
+
+    def __init__(self, type: Any = None) -> None:  # noqa: A002
+        dt = D.get_default_dtype() if type is None else _dtype(type)
+        if dt.kind != "f":
+            raise TypeError("rtxcore.finfo() requires a floating point input type. "
+                            "Use rtxcore.iinfo to handle 'rtxcore.finfo'")
+        info = np.finfo(dt.numpy)
+        self.bits: int = info.bits
+        self.eps: float = float(info.eps)
+        self.max: float = float(info.max)
+        self.min: float = float(info.min)
+        self.tiny: float = float(info.tiny)
+        self.smallest_normal: float = float(info.smallest_normal)
+        self.resolution: float = 10.0 ** -info.precision
+        self.dtype: str = dt.name
+
+    def __repr__(self) -> str:
+        return (f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, "
+                f"eps={self.eps:g}, smallest_normal={self.smallest_normal:g}, tiny={self.tiny:g}, "
+                f"dtype={self.dtype})")
+
+
+class iinfo:  # noqa: N801  (PyTorch's name)
+    """Limits of an integer dtype: ``bits max min dtype``."""
+
+    def __init__(self, type: Any) -> None:  # noqa: A002
+        dt = _dtype(type)
+        if dt is D.bool_:
+            raise TypeError("rtxcore.bool is not supported by rtxcore.iinfo")
+        if dt.kind not in "iu":
+            raise TypeError("rtxcore.iinfo() requires an integer input type. "
+                            "Use rtxcore.finfo to handle 'rtxcore.iinfo'")
+        info = np.iinfo(dt.numpy)
+        self.bits: int = info.bits
+        self.max: int = int(info.max)
+        self.min: int = int(info.min)
+        self.dtype: str = dt.name
+
+    def __repr__(self) -> str:
+        return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"
+
+
+def _dtype(t: Any) -> D.DType:
+    if type(t) is D.DType:
+        return t
+    name = getattr(t, "name", None) if not isinstance(t, str) else None
+    try:
+        return D.as_dtype(t)
+    except TypeError:
+        # another library's dtype object (torch.float32): by its name
+        text = str(t).rpartition(".")[2] if name is None else name
+        return D.as_dtype(text)
+
+
+# -- threads ---------------------------------------------------------------------------------
+
+_threads: int | None = None
+
+
+def set_num_threads(n: int) -> None:
+    """Threads for the cpu backend's BLAS and OpenMP pools. Applied through
+    ``threadpoolctl`` when it is installed (limits NumPy's BLAS from now on);
+    without it only stored and reported back: the pools keep the size they got
+    at import (set ``OMP_NUM_THREADS`` before starting to change it)."""
+    global _threads
+    n = int(n)
+    if n <= 0:
+        raise RuntimeError(f"set_num_threads expects a positive integer, got {n}")
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        pass
+    else:
+        threadpool_limits(limits=n)
+    _threads = n
+
+
+def get_num_threads() -> int:
+    """The value set by ``set_num_threads``, else the BLAS pool's size (from
+    ``threadpoolctl`` when installed), else ``OMP_NUM_THREADS`` or the CPU count."""
+    if _threads is not None:
+        return _threads
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        pass
+    else:
+        sizes = [p.get("num_threads") for p in threadpool_info() if p.get("user_api") == "blas"]
+        if sizes and sizes[0]:
+            return int(sizes[0])
+    env = os.environ.get("OMP_NUM_THREADS", "")
+    return int(env) if env.isdigit() and int(env) > 0 else (os.cpu_count() or 1)
+
+
+# -- determinism and matmul precision -----------------------------------------------------------
+
+_deterministic = False
+_warn_only = False
+_precision = "highest"
+
+
+def use_deterministic_algorithms(mode: bool, *, warn_only: bool = False) -> None:
+    """Stored for ``are_deterministic_algorithms_enabled``. rtxcore's kernels are
+    deterministic already (reductions and scatter_add run in a fixed order on
+    every built-in backend), so nothing else changes."""
+    global _deterministic, _warn_only
+    if not isinstance(mode, bool):
+        raise TypeError(f"use_deterministic_algorithms(): argument 'mode' must be bool, not "
+                        f"{type(mode).__name__}")
+    _deterministic, _warn_only = mode, bool(warn_only)
+
+
+def are_deterministic_algorithms_enabled() -> bool:
+    return _deterministic
+
+
+def is_deterministic_algorithms_warn_only_enabled() -> bool:
+    return _warn_only
+
+
+def set_float32_matmul_precision(precision: str) -> None:
+    """'highest', 'high' or 'medium'; anything else warns and is ignored, as in
+    PyTorch. Stored only: float32 matmuls always compute in float32 here (no
+    TF32 or bfloat16 passes)."""
+    global _precision
+    if precision not in ("highest", "high", "medium"):
+        warnings.warn(f"{precision} is not one of 'highest', 'high', or 'medium'; the current "
+                      f"set_float32_matmul_precision call has no effect.", UserWarning, stacklevel=2)
+        return
+    _precision = precision
+
+
+def get_float32_matmul_precision() -> str:
+    return _precision
+
+
+def get_autocast_gpu_dtype() -> Any:
+    """The dtype autocast uses on cuda (PyTorch's older name)."""
+    from .amp import get_autocast_dtype
+
+    return get_autocast_dtype("cuda")
+
+
+NAMES = ["finfo", "iinfo", "set_num_threads", "get_num_threads", "use_deterministic_algorithms",
+         "are_deterministic_algorithms_enabled", "is_deterministic_algorithms_warn_only_enabled",
+         "set_float32_matmul_precision", "get_float32_matmul_precision", "get_autocast_gpu_dtype"]
