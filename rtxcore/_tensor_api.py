@@ -15,6 +15,7 @@ import numpy as np
 
 from . import dtype as D
 from .dispatch.types import DType
+from .shape import is_contiguous as is_contiguous_layout
 from .tensor import Tensor
 
 # PyTorch's legacy class names, by dtype
@@ -244,6 +245,7 @@ def in_format(fn: str, x: Tensor, mf: Any) -> Tensor:
 def like_format(fn: str, out: Tensor, x: Tensor, mf: Any) -> Tensor:
     """``out`` (a fresh row-major result of ``fn(x, memory_format=mf)``) in the
     layout ``mf`` asks for; ``out`` itself in the common cases."""
-    if mf is D.contiguous_format or (mf is D.preserve_format and len(x._shape) not in (4, 5)):
+    if mf is D.contiguous_format or (mf is D.preserve_format and (
+            len(x._shape) not in (4, 5) or is_contiguous_layout(x._shape, x._strides))):
         return out
     return in_format(fn, out, target_format(fn, x, mf))

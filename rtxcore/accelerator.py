@@ -2,9 +2,11 @@
 from the plugin registry.
 
 The accelerator is the first available backend, other than cpu, that has a
-kernel for every primitive: cuda when it is available, else the others in name
-order (opencl, ...). Backends that only run with the CPU fallback (templates)
-are not accelerators. The current index is per accelerator type and process-wide
+kernel for every primitive and a device that is not the host CPU
+(``Backend.is_accelerator``): cuda when it is available, else the others in
+name order (opencl with a GPU, ...). An OpenCL driver for the CPU (PoCL) is
+not an accelerator: a script asking for one runs on cpu there. Backends that
+only run with the CPU fallback (templates) are not accelerators. The current index is per accelerator type and process-wide
 (``set_device_index``).
 """
 
@@ -33,7 +35,10 @@ def _usable(name: str) -> int:
             return 0
         if any(op not in entry.kernels for op in OPS.PRIMITIVES):
             return 0
-        return int(entry.backend.device_count())
+        n = int(entry.backend.device_count())
+        if not any(entry.backend.is_accelerator(i) for i in range(n)):
+            return 0
+        return n
     except Exception:
         return 0
 
@@ -61,7 +66,14 @@ def current_accelerator(check_available: bool = False) -> Any:
     name = _accelerator_type()
     if name is None:
         return None
-    return Device(name, _current.get(name, 0))
+    return Device(name, _current.get(name, _first_accelerator(name)))
+
+
+def _first_accelerator(name: str) -> int:
+    from .dispatch.registry import registry
+
+    b = registry.backends[name].backend
+    return next(i for i in range(b.device_count()) if b.is_accelerator(i))
 
 
 def device_count() -> int:
@@ -73,7 +85,7 @@ def device_count() -> int:
 def current_device_index() -> int:
     """Index of the current accelerator device (-1 without an accelerator)."""
     name = _accelerator_type()
-    return -1 if name is None else _current.get(name, 0)
+    return -1 if name is None else _current.get(name, _first_accelerator(name))
 
 
 def set_device_index(device: Any) -> None:
@@ -103,7 +115,7 @@ def synchronize(device: Any = None) -> None:
     name = _accelerator_type()
     if name is None:
         raise RuntimeError("accelerator.synchronize(): no accelerator is available")
-    index = _current.get(name, 0) if device is None else (
+    index = _current.get(name, _first_accelerator(name)) if device is None else (
         Device(device).index if isinstance(device, (str, Device)) else int(device))
     sync = getattr(registry.backends[name].backend, "synchronize", None)
     if sync is not None:

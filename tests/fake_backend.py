@@ -105,6 +105,9 @@ class PrimsBackend(Backend):
     distribution = "prims-backend (tests)"
     version = "0.0"
 
+    def is_accelerator(self, index: int) -> bool:
+        return False  # NumPy on the host, like cpu
+
 
 PRIMS_KERNELS = {
     name: _wrap(name, NUMPY_KERNELS[name])
@@ -112,6 +115,25 @@ PRIMS_KERNELS = {
     if name not in ("empty", "from_host", "to_host")
 }
 PRIMS_KERNELS.update(empty=_empty, from_host=_from_host, to_host=_to_host)
+
+
+class AcceleratorBackend(PrimsBackend):
+    """``fakeacc``: the prims kernels on a device that says it is an accelerator."""
+
+    name = "fakeacc"
+
+    def is_accelerator(self, index: int) -> bool:
+        return True
+
+
+class AcceleratorPlugin:
+    @hookimpl
+    def rtx_backends(self) -> list[Backend]:
+        return [AcceleratorBackend()]
+
+    @hookimpl
+    def rtx_kernels(self, backend: str) -> dict[str, Any] | None:
+        return PRIMS_KERNELS if backend == "fakeacc" else None
 
 
 class PrimsPlugin:

@@ -515,3 +515,28 @@ def test_matches_torch():
     s = RNG.standard_normal((3, 3))
     assert_close(rc.index_add(x, 1, rc.tensor(idx), rc.tensor(s), alpha=2),
                  tx.index_add(1, torch.tensor(idx), torch.tensor(s), alpha=2).numpy())
+
+
+def test_norms_of_half_tensors_accumulate_in_float32_as_pytorch():
+    # 300**2 overflows float16: a norm summed in half would be inf
+    x = rc.full((4,), 300.0, dtype=rc.float16, requires_grad=True)
+    for n, want in [(x.norm(), 600.0), (rc.linalg.vector_norm(x), 600.0),
+                    (rc.linalg.vector_norm(x, 3), 300.0 * 4 ** (1 / 3)),
+                    (rc.linalg.matrix_norm(x.reshape(2, 2)), 600.0)]:
+        assert n.dtype is rc.float16
+        np.testing.assert_allclose(float(n), want, rtol=1e-3)
+    rc.linalg.vector_norm(x).backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.full(4, 0.5), rtol=1e-3)
+    p = rc.nn.Parameter(rc.ones(4, dtype=rc.float16))
+    p.grad = rc.full((4,), 300.0, dtype=rc.float16)
+    total = rc.nn.utils.clip_grad_norm_([p], 1.0)
+    assert total.dtype is rc.float16 and float(total) == 600.0
+    np.testing.assert_allclose(p.grad.numpy(), np.full(4, 0.5), rtol=1e-3)
+
+
+def test_clip_grad_norm_of_order_zero_counts_nonzero_gradients_as_pytorch():
+    a, b = rc.nn.Parameter(rc.ones(2)), rc.nn.Parameter(rc.ones(1, 2))
+    a.grad, b.grad = rc.tensor([1.0, 1.0]), rc.tensor([[2.0, 4.0]])
+    # PyTorch: the 0-"norm" of the per-tensor 0-norms (2 and 2) is 2, not 4
+    assert float(rc.nn.utils.clip_grad_norm_([a, b], 1.0, norm_type=0)) == 2.0
+    np.testing.assert_allclose(a.grad.numpy(), [0.5, 0.5], rtol=1e-5)

@@ -325,7 +325,7 @@ def _expected_accelerator():
     for n in names:
         e = registry.backends[n]
         if e.backend.is_available() and all(op in e.kernels for op in OPS.PRIMITIVES) \
-                and e.backend.device_count():
+                and any(e.backend.is_accelerator(i) for i in range(e.backend.device_count())):
             return n, e.backend.device_count()
     return None, 0
 
@@ -349,6 +349,25 @@ def test_accelerator_answers_from_the_registry():
     with pytest.raises(RuntimeError, match="invalid device index"):
         rc.accelerator.set_device_index(count)
     rc.accelerator.synchronize()
+
+
+def test_a_host_cpu_device_is_not_an_accelerator_and_a_real_one_is():
+    from .fake_backend import AcceleratorPlugin
+
+    registry.ensure_loaded()
+    for name, e in registry.backends.items():  # cpu, PoCL's opencl, prims: all the host CPU
+        if name == "cpu" or name == "prims" or (name == "opencl" and e.backend.is_available()
+                                                and "Portable" in e.backend.properties(0)["platform"]):
+            assert not any(e.backend.is_accelerator(i) for i in range(e.backend.device_count()))
+    before = rc.accelerator.current_accelerator()
+    name = rc.register_backend(AcceleratorPlugin(), name="fakeacc")
+    try:
+        if before is None or before.type != "cuda":
+            assert rc.accelerator.current_accelerator() == rc.device("fakeacc", 0)
+            assert rc.accelerator.is_available() and rc.accelerator.device_count() == 1
+    finally:
+        rc.unregister_backend(name)
+    assert rc.accelerator.current_accelerator() == before
 
 
 # -- rtxcore.cuda -----------------------------------------------------------------------------

@@ -1174,6 +1174,11 @@ def test_once_differentiable():
     x = leaf([3.0])
     (g,) = rc.autograd.grad(Sq.apply(x).sum(), x, create_graph=True)
     assert_close(g, np.array([6.0], np.float32))
+    # g depends on x through the saved tensor: differentiating it again must not
+    # silently give zero (PyTorch leaves g without grad here); it raises
+    with pytest.raises(RuntimeError, match="differentiate twice"):
+        g.sum().backward()
+    (g,) = rc.autograd.grad(Sq.apply(x).sum(), x)  # without create_graph: a plain tensor
     assert not g.requires_grad
 
 

@@ -1106,3 +1106,11 @@ def test_inplace_view_failure_leaves_base_untouched(device):
     with pytest.raises(RuntimeError):
         base[1:].add_(0.5)
     assert_close(base, a)
+
+
+def test_add_and_sub_scale_a_python_number_by_alpha(device):
+    a = rc.ones(2, device=device)
+    np.testing.assert_array_equal(rc.add(a, 1, alpha=2).numpy(), [3.0, 3.0])
+    np.testing.assert_array_equal(rc.sub(a, 1, alpha=2).numpy(), [-1.0, -1.0])
+    np.testing.assert_array_equal(a.clone().add_(1, alpha=2).numpy(), [3.0, 3.0])
+    np.testing.assert_array_equal(rc.add(a, 2.0, alpha=0.5).numpy(), [2.0, 2.0])

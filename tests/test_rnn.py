@@ -369,3 +369,17 @@ def test_backward_frees_saved_steps():
     np.testing.assert_allclose(_np(gru.weight_hh_l0.grad), 2 * _np(first), rtol=1e-6)
     with pytest.raises(RuntimeError, match="backward through the graph a second time"):
         loss.backward()
+
+
+@pytest.mark.parametrize("cls", ["RNN", "LSTM", "GRU"])
+def test_a_double_backward_through_a_recurrent_layer_fails_loudly(cls):
+    layer = getattr(rc.nn, cls)(3, 4)
+    x = rc.randn(5, 2, 3, requires_grad=True)
+    out = layer(x)[0]
+    g, = rc.autograd.grad(out.sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="differentiate twice a function that was marked "
+                                           "with @once_differentiable"):
+        (g * g).sum().backward()
+    out = layer(x)[0]  # once is fine
+    out.sum().backward()
+    assert x.grad is not None and layer.weight_hh_l0.grad is not None

@@ -59,7 +59,7 @@ LOW_KINDS = frozenset({"matmul", "mm", "bmm", "mv", "linear", "addmm", "baddbmm"
                        "conv_transpose3d", "scaled_dot_product_attention"})
 FP32_KINDS = frozenset({"softmax", "log_softmax", "softmin", "layer_norm", "group_norm",
                         "batch_norm", "loss", "sum", "prod", "mean", "cumsum", "cumprod", "norm",
-                        "logsumexp", "exp", "log", "pow"})
+                        "logsumexp"})
 
 _to: Callable[..., Any] | None = None  # ops.creation.to, bound on first cast
 

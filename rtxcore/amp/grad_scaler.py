@@ -134,19 +134,21 @@ class GradScaler:
     def _unscale_grads(self, optimizer: Any, inv_scale: float) -> bool:
         from ..ops.elementwise import isfinite
 
-        found = False
         params = self._params_with_grad(optimizer)
         if not params:
             raise AssertionError("No inf checks were recorded for this optimizer "
                                  "(none of its parameters has a gradient).")
+        from ..ops.indexing import stack
+
+        finite: dict[Any, list[Any]] = {}  # device -> one "all finite" flag per gradient
         for p in params:
             g = p.grad
             if g.dtype is D.float16:
                 raise ValueError("Attempting to unscale FP16 gradients.")
             g.mul_(inv_scale)
-            if not found and not bool(isfinite(g).all().item()):
-                found = True
-        return found
+            finite.setdefault(g.device, []).append(isfinite(g).all())
+        # one read to the host per device, not one per gradient
+        return not all(bool(stack(flags).all().item()) for flags in finite.values())
 
     def step(self, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
         """``optimizer.step(*args, **kwargs)`` on unscaled gradients, unless one of

@@ -186,13 +186,41 @@ class Function(metaclass=_FunctionMeta):
         return tuple(final) if isinstance(result, tuple) else final[0]
 
 
+TWICE = "trying to differentiate twice a function that was marked with @once_differentiable"
+
+
 def once_differentiable(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Decorate a Function's ``backward`` that cannot itself be differentiated: it
-    runs without recording, so a double backward through it fails loudly."""
+    """Decorate a Function's ``backward`` that cannot itself be differentiated. It
+    runs without recording; under ``create_graph=True`` its gradients are tied
+    to the incoming gradients and the tensors it saved by a node that raises
+    when a later backward reaches it, so a double backward through it fails
+    loudly instead of silently missing this part of the graph."""
 
     @functools.wraps(fn)
     def wrapper(ctx: Any, *grads: Any) -> Any:
         with no_grad():
-            return fn(ctx, *grads)
+            result = fn(ctx, *grads)
+        if not _state.enabled:
+            return result
+        deps = [g for g in grads if isinstance(g, Tensor) and g.requires_grad]
+        if ctx._saved is not None:
+            deps += [t for t in ctx.saved_tensors if isinstance(t, Tensor) and t.requires_grad]
+        if not deps:
+            return result
+        outs = result if isinstance(result, tuple) else (result,)
+        outs = tuple(_DelayedError.apply(o, *deps) if isinstance(o, Tensor) else o for o in outs)
+        return outs if isinstance(result, tuple) else outs[0]
 
     return wrapper
+
+
+class _DelayedError(Function):
+    """Passes a gradient through; differentiating it again raises (``TWICE``)."""
+
+    @staticmethod
+    def forward(ctx: Any, out: Tensor, *deps: Tensor) -> Tensor:
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> Any:
+        raise RuntimeError(TWICE)

@@ -121,7 +121,7 @@ class Backend:
     Methods a subclass may override (defaults in brackets):
         is_available() [True], unavailable_reason() [None], device_count() [1],
         device_name(i) [name:i], dtypes(i) [all nine], op_dtypes(i) [{}: no per-op
-        limits], properties(i) [{}],
+        limits], properties(i) [{}], is_accelerator(i) [True but for cpu],
         notes() [[]: lines for ``rtx info``, e.g. devices found but left out],
         view(buffer, shape, strides, offset, dtype) [a :class:`View`],
         to_dlpack(view, **kw) / from_dlpack(obj, index) [refuse],
@@ -176,6 +176,12 @@ class Backend:
         them to the CPU fallback when it is on); the conformance suite tests
         exactly what is claimed."""
         return {}
+
+    def is_accelerator(self, index: int) -> bool:
+        """Whether device ``index`` is an accelerator, not the host's own CPU:
+        ``rtxcore.accelerator`` (and so ``torch.accelerator``-style scripts)
+        picks only such devices. The default is True for every backend but cpu."""
+        return self.name != "cpu"
 
     def notes(self) -> list[str]:
         """Facts ``rtx info`` shows under the backend (a device left out and why)."""

@@ -12,7 +12,7 @@ import numpy as np
 from .. import dtype as D
 from ..device import Device
 from ..random import Generator, default_generator
-from ..shape import ints_arg, prod
+from ..shape import ints_arg, is_contiguous as _rowmajor, prod
 from ..tensor import Storage, Tensor
 from ..autograd.tape import differentiable, parameters
 from .core import (cast, check_dtype, empty as _empty, from_host, kernel, make,
@@ -243,6 +243,13 @@ def ones(*sizes: Any, size: Any = None, dtype: Any = None, device: Any = None) -
     return full(_sizes("ones", sizes, size), 1, dtype=D.as_dtype(dtype), device=device)
 
 
+def _plain_layout(x: Tensor) -> bool:
+    """Whether ``preserve_format`` means row-major for ``x``: any rank but 4 and 5,
+    and 4-/5-D tensors that are row-major already (the common case: no format
+    to work out)."""
+    return len(x._shape) not in (4, 5) or _rowmajor(x._shape, x._strides)
+
+
 def _like(x: Tensor, dtype: Any, device: Any) -> tuple[D.DType, Any]:
     return (x._dtype if dtype is None else D.as_dtype(dtype)), (x._device if device is None else device)
 
@@ -251,7 +258,7 @@ def _like(x: Tensor, dtype: Any, device: Any) -> tuple[D.DType, Any]:
 def empty_like(x: Tensor, *, dtype: Any = None, device: Any = None,
                memory_format: Any = D.preserve_format) -> Tensor:
     dt, dev = _like(x, dtype, device)
-    if memory_format is D.preserve_format and len(x._shape) not in (4, 5):
+    if memory_format is D.preserve_format and _plain_layout(x):
         return _empty(x._shape, dt, ready_device(dev))
     return empty_in_format(x._shape, dt, ready_device(dev), target_format("empty_like", x, memory_format))
 
@@ -473,7 +480,7 @@ def randint_like(x: Tensor, low: int, high: Any = None, *, dtype: Any = None, de
 
 @differentiable("clone")
 def clone(x: Tensor, *, memory_format: Any = D.preserve_format) -> Tensor:
-    if memory_format is D.preserve_format and len(x._shape) not in (4, 5):
+    if memory_format is D.preserve_format and _plain_layout(x):
         out = _empty(x._shape, x._dtype, x._device)
     else:
         out = empty_in_format(x._shape, x._dtype, x._device, target_format("clone", x, memory_format))

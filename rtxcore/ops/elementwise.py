@@ -92,7 +92,7 @@ def _scaled(x: Any, y: Any, alpha: Any) -> Any:
         (isinstance(v, Tensor) and v._dtype.kind != "f") or isinstance(v, int) for v in (x, y)
     ):
         raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
-    return mul(y, alpha)
+    return mul(y, alpha) if isinstance(y, Tensor) else y * alpha  # (a Python number)
 
 
 @differentiable("add", inputs=2)

@@ -320,6 +320,8 @@ def norm(x: Tensor, p: Any = "fro", dim: Any = None, keepdim: bool = False, dtyp
     if _autocast_regions[0]:  # autocast: computed in float32
         x, = autocast_inputs("norm", x)
     x = cast(x, D.as_dtype(dtype)) if dtype is not None else E._float(x)
+    if x._dtype is D.float16:  # powers of half overflow from 256: accumulate in float32
+        return cast(norm(cast(x, D.float32), p, dim, keepdim), D.float16)
     axes = _axes(x, dim)
     if p in ("fro", 2, 2.0):
         return E.sqrt(reduce("sum", E.mul(x, x), axes, keepdim))

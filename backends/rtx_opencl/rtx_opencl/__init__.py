@@ -57,6 +57,11 @@ class OpenCLBackend(Backend):
             "fp16 arithmetic": d.fp16,
         }
 
+    def is_accelerator(self, index: int) -> bool:
+        # PoCL and other CPU drivers run on the host's own cores: not an accelerator
+        d = runtime.device(index).cl_device
+        return not d.type & runtime.cl.device_type.CPU
+
     def profiling_start(self, current: Any) -> bool:
         return runtime.profiling_start(current)
 

@@ -14,6 +14,7 @@ import types
 import warnings
 from typing import Any, Iterable
 
+from ... import dtype as D
 from ...autograd.grad_mode import no_grad
 from ...linalg import vector_norm
 from ...ops import elementwise as E
@@ -29,6 +30,8 @@ _TensorOrTensors = Tensor | Iterable[Tensor]
 def _partial(g: Tensor, p: float) -> Tensor:
     """One gradient's share of the total ``p``-norm: ``sum |g|**p`` (``max |g|``
     for ``inf``), so that the shares combine with one more reduction."""
+    if g._dtype is D.float16 and p != math.inf:  # powers of half overflow from 256
+        g = cast(g, D.float32)
     if p == 2.0:
         return R.sum(E.mul(g, g))
     if p == 1.0:
@@ -50,7 +53,7 @@ def get_total_norm(tensors: _TensorOrTensors, norm_type: float = 2.0,
         return tensor(0.0)
     first = tensors[0].device
     with no_grad():
-        if norm_type >= 0:
+        if norm_type > 0:
             parts = stack([_partial(t, norm_type).to(first) for t in tensors])
             if norm_type == math.inf:
                 total = R.amax(parts)
@@ -59,7 +62,10 @@ def get_total_norm(tensors: _TensorOrTensors, norm_type: float = 2.0,
             else:
                 s = R.sum(parts)
                 total = E.sqrt(s) if norm_type == 2.0 else E.pow(s, 1.0 / norm_type)
-        else:  # negative orders and -inf do not decompose into sums: PyTorch's two-level norm
+            dt = tensors[0].dtype
+            if all(t.dtype is dt for t in tensors):
+                total = total.to(dt)  # the float32 sum of half gradients: back to half
+        else:  # 0, negative orders and -inf don't decompose into sums: PyTorch's two-level norm
             norms = [vector_norm(t, norm_type).to(first) for t in tensors]
             total = vector_norm(stack(norms), norm_type)
     if error_if_nonfinite and bool(E.logical_or(E.isnan(total), E.isinf(total)).item()):
