@@ -10,7 +10,7 @@ are written for the broadcast shape.
 Because rules call the same recorded ops as user code, a backward run with
 ``create_graph=True`` records too: every rule differentiates again.
 
-Ops without a rule here (``softplus``, ``gelu``, ``std``, ``einsum``, ``stack``,
+Ops without a rule here (``softplus``, ``std``, ``einsum``, ``stack``,
 ``roll``, ...) are composites of ops that have one.
 """
 
@@ -183,6 +183,11 @@ def _relu(ctx: Node, g: Tensor) -> Any:
 def _erf(ctx: Node, g: Tensor) -> Any:
     x = ctx.saved[0]
     return E.mul(g, E.mul(E.exp(E.neg(E.mul(x, x))), 2.0 / math.sqrt(math.pi)))
+
+
+@rule("gelu", save=(0,), output=True)
+def _gelu(ctx: Node, g: Tensor) -> Any:
+    return E.gelu_backward(g, ctx.saved[0], arg(ctx, 0, "approximate", "none"), ctx.output)
 
 
 @rule("clamp", save=(0,))
@@ -533,11 +538,27 @@ def _scatter_back(g: Tensor, pos: Tensor, shape: tuple[int, ...]) -> Tensor:
     return V.reshape(flat, shape)
 
 
+def _basic_key(key: Any) -> bool:
+    """Whether an indexing key picks a view (ints, slices, None, ...) only."""
+    parts = key if type(key) is tuple else (key,)
+    return all(k is None or k is Ellipsis or type(k) in (int, slice) for k in parts)
+
+
 def _select(ctx: Node, g: Tensor) -> Any:
     # every op that picks elements (slices, diagonals, windows, indexing, masks):
     # send each output element's gradient back to the element it came from
     shape = in_shape(ctx)
-    pos = positions(ctx.op, shape, g._device, ctx.args, ctx.kwargs)
+    op = ctx.op
+    if not _state.enabled and (op in ("narrow", "select", "diagonal")
+                               or (op == "getitem" and _basic_key(arg(ctx, 0, "key")))):
+        # a view picks each element once: copy g into the same view of zeros (one
+        # pass; the general replay below is an arange, the op and a scatter)
+        out = _zeros(g, shape)
+        v = RAW[op](out, *ctx.args, **(ctx.kwargs or {}))
+        if v._storage is out._storage:
+            E.copy_(v, g)
+            return out
+    pos = positions(op, shape, g._device, ctx.args, ctx.kwargs)
     return _scatter_back(g, pos, shape)
 
 

@@ -155,6 +155,12 @@ COMPOSITES: dict[str, str] = {
     "cumsum": "cumsum(out, x, axis)",
     "softmax": "softmax(out, x, axis)  # float x; each slice along axis sums to 1",
     "log_softmax": "log_softmax(out, x, axis)  # float x",
+    "gelu": "gelu(out, x, approximate)  # approximate: 'none' (x * Phi(x)) or 'tanh'",
+    "gelu_backward": "gelu_backward(out, g, x, y, approximate)  # out = g * gelu'(x), "
+                     "y = gelu(x)",
+    "layer_norm": "layer_norm(out, mean, rstd, x, weight, bias, eps)  # x (M, N) contiguous, "
+                  "normalized per row (biased variance); mean, rstd (M, 1); weight, bias "
+                  "(N,) or None",
     "sort": "sort(values, indices, x, axis, descending)  # stable",
     "index_put": "index_put(out, indices, values)  # out[indices] = values, "
                  "indices as for `index`, values broadcast to the indexed shape",

@@ -13,6 +13,7 @@ scalar.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Callable
 
 __all__ = ["kernels"]
@@ -40,6 +41,8 @@ def _reduction(xp: Any, ufunc: Any, fallback: Any) -> Kernel:
         def kernel(out: Any, x: Any, axes: tuple[int, ...]) -> None:
             if x.dtype == f16:  # accumulate in float32, as PyTorch does
                 reduce(x, axes, f32, out, True)
+            elif out.size >= _FOLD_MIN_OUT and _fold_size(x, axes) <= _FOLD_MAX:
+                _fold(ufunc, out, x, axes)
             else:
                 reduce(x, axes, None, out, True)
     else:  # the functions, whose keywords every NumPy-like module shares
@@ -52,6 +55,34 @@ def _reduction(xp: Any, ufunc: Any, fallback: Any) -> Kernel:
                 fallback(x, axis=axes, out=out, keepdims=True)
 
     return kernel
+
+
+# A reduction over a few elements per output (pooling windows: 2x2, 3x3) is
+# faster as that many elementwise ufunc calls over whole strided slices than as
+# ufunc.reduce, whose inner loop then runs over the tiny window.
+_FOLD_MAX = 16
+_FOLD_MIN_OUT = 1024
+
+
+def _fold_size(x: Any, axes: tuple[int, ...]) -> int:
+    n = 1
+    for a in axes:
+        n *= x.shape[a]
+    return n if axes else _FOLD_MAX + 1
+
+
+def _fold(ufunc: Any, out: Any, x: Any, axes: tuple[int, ...]) -> None:
+    """out (keepdim-shaped) = ufunc folded over x's ``axes``, slice by slice."""
+    dst = out[tuple(0 if d in axes else slice(None) for d in range(x.ndim))]
+    first = True
+    for combo in itertools.product(*(range(x.shape[a]) for a in axes)):
+        pos = dict(zip(axes, combo))
+        src = x[tuple(pos.get(d, slice(None)) for d in range(x.ndim))]
+        if first:
+            dst[...] = src
+            first = False
+        else:
+            ufunc(dst, src, out=dst)
 
 
 def kernels(xp: Any, scatter_add_at: Callable[[Any, Any, Any], None] | None = None) -> dict[str, Kernel]:

@@ -16,6 +16,7 @@ from .core import (FLOAT, SAME, TO_BOOL, bad_operand, binary, cast, empty, is_sc
                    kernel, scalar_for, unary, view_of, write_result)
 from .core import own_kernel
 from .core import where as _core_where
+from ..autograd.grad_mode import _state as _grad_state
 from ..autograd.tape import differentiable, inplace
 
 # -- primitives ----------------------------------------------------------------------
@@ -329,14 +330,47 @@ def _full_like_scalar(x: Tensor, value: float) -> Tensor:
     return t
 
 
+@differentiable("gelu")
 def gelu(x: Tensor, approximate: str = "none") -> Tensor:
+    """x * Phi(x), or the tanh approximation; recorded as one node (its rule is
+    ``gelu_backward``), one kernel where the backend has ``gelu``."""
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
     x = _float(x)
+    k = own_kernel(x._device, "gelu", x._dtype)
+    if k is not None:
+        out = empty(x._shape, x._dtype, x._device)
+        k(out._h, view_of(x), approximate)
+        return out
     if approximate == "tanh":
         inner = mul(add(x, mul(mul(mul(x, x), x), 0.044715)), math.sqrt(2.0 / math.pi))
         return mul(mul(x, 0.5), add(tanh(inner), 1.0))
-    if approximate != "none":
-        raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
     return mul(mul(x, 0.5), add(erf(mul(x, 1.0 / math.sqrt(2.0))), 1.0))
+
+
+def gelu_backward(g: Tensor, x: Tensor, approximate: str = "none",
+                  y: Tensor | None = None) -> Tensor:
+    """``g * gelu'(x)``, given ``y = gelu(x)`` (it saves the backend's kernel the
+    erf or tanh): one kernel where the backend has ``gelu_backward`` and nothing
+    records; otherwise recorded ops of ``x`` alone (so it differentiates again)."""
+    x = _float(x)
+    if (not _grad_state.enabled and y is not None and g._dtype is x._dtype
+            and y._dtype is x._dtype and g._shape == x._shape == y._shape):
+        k = own_kernel(x._device, "gelu_backward", x._dtype)
+        if k is not None:
+            out = empty(x._shape, x._dtype, x._device)
+            k(out._h, view_of(g), view_of(x), view_of(y), approximate)
+            return out
+    if approximate == "tanh":
+        c = math.sqrt(2.0 / math.pi)
+        x2 = mul(x, x)
+        t = tanh(mul(add(x, mul(mul(x2, x), 0.044715)), c))
+        dinner = mul(add(mul(x2, 3 * 0.044715), 1.0), c)
+        d = add(mul(add(t, 1.0), 0.5), mul(mul(mul(x, 0.5), sub(1.0, mul(t, t))), dinner))
+        return mul(g, d)
+    cdf = mul(add(erf(mul(x, 1.0 / math.sqrt(2.0))), 1.0), 0.5)
+    pdf = mul(exp(mul(mul(x, x), -0.5)), 1.0 / math.sqrt(2.0 * math.pi))
+    return mul(g, add(cdf, mul(x, pdf)))
 
 
 def silu(x: Tensor) -> Tensor:

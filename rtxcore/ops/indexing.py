@@ -363,6 +363,10 @@ def _check_index(op: str, x: Tensor, dim: int, index: Tensor) -> int:
             )
     if index.numel():
         every = tuple(range(index.ndim))
+        if 0 in index._strides:  # an expanded index: check each distinct element once
+            index = as_view(index, tuple(1 if st == 0 else n for n, st in
+                                         zip(index._shape, index._strides)),
+                            index._strides, index._offset)
         lo = int(reduce_("min", index, every, False).item())
         hi = int(reduce_("max", index, every, False).item())
         size = x._shape[d]
