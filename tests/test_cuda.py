@@ -153,7 +153,9 @@ def test_kernel_table_covers_every_primitive_from_the_shared_table():
     # (less index_put: repeated indices are undefined in CuPy; the core's
     # decomposition makes the last write win)
     assert set(KERNELS) == (shared - {"index_put"}) | set(_OWN)
-    assert all(CPU[name].__code__.co_filename == xp.__file__ for name in shared)
+    # (less scatter_add: rtx_cpu picks among NumPy-only methods by size; cuda keeps
+    # the shared cupy.add.at one)
+    assert all(CPU[name].__code__.co_filename == xp.__file__ for name in shared - {"scatter_add"})
     assert all(KERNELS[name].__name__ == name for name in shared - {"index_put"})
     assert set(_OWN) == {"empty", "from_host", "to_host", "uniform", "normal"}
 
