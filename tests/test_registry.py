@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -274,7 +275,12 @@ def test_broken_plugins_are_reported_and_the_rest_keeps_working(plugin, expected
         from rtxcore._cli import render
 
         assert "troublemaker" in render() and expected in render()
-        assert (rc.arange(3) * 2).tolist() == [0, 2, 4]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert (rc.arange(3) * 2).tolist() == [0, 2, 4]
+        conflicts = [w for w in caught if "troublemaker" in str(w.message)]
+        # a refused claim on a built-in name is also warned about at first use
+        assert bool(conflicts) == isinstance(plugin, ClashingName)
     finally:
         rc.unregister_backend(name)
     assert not [p for p in registry.problems if p.plugin == "troublemaker"]

@@ -78,7 +78,7 @@ class Registry:
         # device type -> messages about plugins refused its name; warned about
         # (RuntimeWarning) the first time the device is used
         self.conflicts: dict[str, list[str]] = {}
-        self.warned: set[str] = set()
+        self.warned: set[str] = set()  # conflict messages already warned about
 
     # -- plugin manager -------------------------------------------------------
 
@@ -260,14 +260,16 @@ class Registry:
                 f"with tryfirst=True to win)")
 
     def warn_conflicts(self, device_type: str) -> None:
-        """Warn once per device type about plugins that were refused its name."""
-        if device_type in self.warned or device_type not in self.conflicts:
+        """Warn about plugins that were refused ``device_type``'s name, each
+        conflict once per process."""
+        new = [c for c in self.conflicts.get(device_type, ()) if c not in self.warned]
+        if not new:
             return
-        self.warned.add(device_type)
+        self.warned.update(new)
         import warnings
 
-        warnings.warn(f"device type {device_type!r}: " + "; ".join(self.conflicts[device_type]),
-                      RuntimeWarning, stacklevel=4)
+        warnings.warn(f"device type {device_type!r}: " + "; ".join(new), RuntimeWarning,
+                      stacklevel=4)
 
     # -- queries --------------------------------------------------------------
 
