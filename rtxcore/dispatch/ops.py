@@ -161,6 +161,12 @@ COMPOSITES: dict[str, str] = {
     "layer_norm": "layer_norm(out, mean, rstd, x, weight, bias, eps)  # x (M, N) contiguous, "
                   "normalized per row (biased variance); mean, rstd (M, 1); weight, bias "
                   "(N,) or None",
+    "max_pool2d_tiled": "max_pool2d_tiled(values, indices, x, kh, kw)  # x (N, C, H, W); "
+                        "values, indices (N, C, H // kh, W // kw): each kh x kw tile's max and "
+                        "the flat index into H*W of its first maximum (or first NaN)",
+    "max_pool2d_tiled_backward": "max_pool2d_tiled_backward(out, g, indices)  # out (N, C, H, "
+                                 "W) zeros with g (N, C, OH, OW) at indices (into H*W, no "
+                                 "repeats within a plane)",
     "sort": "sort(values, indices, x, axis, descending)  # stable",
     "index_put": "index_put(out, indices, values)  # out[indices] = values, "
                  "indices as for `index`, values broadcast to the indexed shape",

@@ -9,7 +9,10 @@ differentiates again): the sliding windows under ``conv2d`` / the pools /
 ``unfold`` (im2col; its backward, col2im, is ``kh * kw`` strided adds instead
 of a scatter), and ``binary_cross_entropy`` (PyTorch's gradient, finite at
 inputs of exactly 0 and 1). ``embedding`` and constant ``pad`` also carry small
-Functions so their backward is one scatter / one slice.
+Functions so their backward is one scatter / one slice; ``max_pool2d`` over
+non-overlapping tiles is one node whose backward puts each gradient at its
+index. ``conv2d`` on small images is a matmul with the convolution's dense
+matrix (recorded ops), elsewhere im2col and one matmul.
 
     import rtxcore.nn.functional as F
     loss = F.cross_entropy(F.linear(x, w, b), target)
@@ -32,6 +35,7 @@ from ..ops import elementwise as E
 from ..ops import reduction as R
 from ..ops.creation import arange, full, rand_like, tensor, zeros
 from ..ops.core import empty, own_kernel, view_of
+from ..ops.core import kernel as _kernel
 from ..ops.linalg import matmul
 from ..amp.autocast_mode import autocast_inputs, regions as _autocast_regions
 from ..tensor import Tensor
@@ -349,12 +353,71 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: An
             raise RuntimeError(f"conv2d: bias has {bias.numel()} elements (shape {_shape(bias)}) "
                                f"but weight has {oc} output channels (weight shape {_shape(weight)})")
     oh, ow = (hp - ekh) // sh + 1, (wp - ekw) // sw + 1
+    if groups == 1 and h * w <= _DENSE_CONV_RATIO * kh * kw and \
+            c * h * w * oc * oh * ow <= _DENSE_CONV_MAX:
+        out = _conv2d_dense(x, weight, bias, (sh, sw), pads, (dh, dw), (oh, ow))
+        return out.squeeze(0) if unbatched else out
     cols = _Windows.apply(x, (kh, kw), (sh, sw), pads, (dh, dw), 0, True)  # (N*OH*OW, C*kh*kw)
     out = _grouped_cols_matmul(cols, weight, groups)  # (N*OH*OW, OC)
     out = out.reshape(n, oh, ow, oc).permute(0, 3, 1, 2)
     # the add (or the copy) makes the result contiguous (N, OC, OH, OW), as PyTorch's
     out = out + bias.reshape(oc, 1, 1) if bias is not None else out.contiguous()
     return out.squeeze(0) if unbatched else out
+
+
+# conv2d on small images as one matmul with the convolution's dense matrix: for
+# at most this many matrix elements (C*H*W x OC*OH*OW)
+_DENSE_CONV_MAX = 1 << 18
+# ... and where it costs at most this many times im2col's multiply-adds (H*W vs kh*kw)
+_DENSE_CONV_RATIO = 3
+_conv_maps: dict[tuple[Any, ...], Tensor] = {}
+
+
+def _conv_map(hw: tuple[int, int], out_hw: tuple[int, int], kernel: tuple[int, int],
+              stride: tuple[int, int], pads: tuple[int, int, int, int],
+              dilation: tuple[int, int], dt: D.DType, dev: Any) -> Tensor:
+    """The 0/1 map (OH*OW, kh*kw, H*W): for each output position and kernel offset,
+    the input pixel read there (none in the padding). Cached per geometry, dtype
+    and device."""
+    key = (hw, out_hw, kernel, stride, pads, dilation, dt, dev)
+    m = _conv_maps.get(key)
+    if m is None:
+        (h, w), (oh, ow), (kh, kw) = hw, out_hw, kernel
+        (sh, sw), (dh, dw) = stride, dilation
+        s = np.zeros((oh, ow, kh, kw, h, w))
+        a, b = np.arange(oh), np.arange(ow)
+        for i in range(kh):
+            r = a * sh - pads[0] + i * dh
+            ra, rr = a[(r >= 0) & (r < h)], r[(r >= 0) & (r < h)]
+            for j in range(kw):
+                q = b * sw - pads[2] + j * dw
+                qb, qq = b[(q >= 0) & (q < w)], q[(q >= 0) & (q < w)]
+                s[ra[:, None], qb, i, j, rr[:, None], qq] = 1.0
+        m = tensor(s.reshape(oh * ow, kh * kw, h * w), dtype=dt, device=dev)
+        if len(_conv_maps) >= 64:
+            _conv_maps.clear()
+        _conv_maps[key] = m
+    return m
+
+
+def _conv2d_dense(x: Tensor, weight: Tensor, bias: Tensor | None, stride: tuple[int, int],
+                  pads: tuple[int, int, int, int], dilation: tuple[int, int],
+                  out_hw: tuple[int, int]) -> Tensor:
+    """conv2d (groups 1) as ``x (N, C*H*W) @ K^T``, K (OH*OW*OC, C*H*W) the
+    convolution's dense matrix, built from the weight and the 0/1 map of the pixel
+    each kernel offset reads at each output position. On small images this is a
+    few larger matmuls instead of im2col's copies and col2im's adds. Recorded ops
+    only: it differentiates (again) through matmul and the views."""
+    n, c, h, w = x._shape
+    oc, _, kh, kw = weight._shape
+    oh, ow = out_hw
+    smap = _conv_map((h, w), out_hw, (kh, kw), stride, pads, dilation, weight._dtype,
+                     weight._device)
+    k = matmul(weight.reshape(1, oc * c, kh * kw), smap)  # (OH*OW, OC*C, H*W)
+    out = matmul(x.reshape(n, c * h * w), k.reshape(oh * ow * oc, c * h * w).T)
+    out = out.reshape(n, oh, ow, oc).permute(0, 3, 1, 2)
+    # the add (or the copy) makes the result contiguous (N, OC, OH, OW), as PyTorch's
+    return out + bias.reshape(oc, 1, 1) if bias is not None else out.contiguous()
 
 
 def _grouped_cols_matmul(cols: Tensor, weight: Tensor, groups: int) -> Tensor:
@@ -423,22 +486,102 @@ def _pool_geometry(fn: str, x: Tensor, input: Tensor, k: Any, s: Any, p: Any, d:
     return oh, ow, (p[0], p[0] + eb, p[1], p[1] + er)
 
 
+_tile_tables: dict[tuple[Any, ...], Tensor] = {}
+
+
+def _tile_table(kind: str, geom: tuple[int, int, int, int, int], dev: Any) -> Tensor:
+    """Constant int64 tables of the tiled max pool (cached per geometry and device):
+    ``corner`` (OH, OW), the flat index into H*W of each tile's first element;
+    ``pos`` (OH, kh, OW, kw), the flat index of every element of the tiles."""
+    key = (kind, geom, dev)
+    t = _tile_tables.get(key)
+    if t is None:
+        oh, ow, kh, kw, w = geom
+        if kind == "corner":
+            a = np.add.outer(np.arange(oh) * (kh * w), np.arange(ow) * kw)
+        else:
+            a = np.arange(oh * kh).reshape(oh, kh, 1, 1) * w + np.arange(ow * kw).reshape(ow, kw)
+        t = tensor(a.astype(np.int64), device=dev)
+        if len(_tile_tables) >= 64:
+            _tile_tables.clear()
+        _tile_tables[key] = t
+    return t
+
+
+class _MaxPoolTiled(Function):
+    """max_pool2d with stride == kernel, no padding or dilation (the common case)
+    as one node, returning the values and PyTorch's indices (flat into H*W).
+
+    The tiles do not overlap, so the forward is a reshape to (N, C, OH, kh, OW,
+    kw), one copy that makes each tile a row and one max over the rows (or the
+    backend's ``max_pool2d_tiled``); the backward puts each gradient at its
+    index (ties to the first maximum, as PyTorch): the backend's
+    ``max_pool2d_tiled_backward``, else one multiply by a one-hot mask in the
+    input's layout, which is also what a double backward differentiates."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, kernel: tuple[int, int], out_hw: tuple[int, int]) -> Any:
+        (kh, kw), (oh, ow) = kernel, out_hw
+        n, c, h, w = x._shape
+        dev = x._device
+        kern = own_kernel(dev, "max_pool2d_tiled", x._dtype)
+        if kern is not None:
+            values = empty((n, c, oh, ow), x._dtype, dev)
+            indices = empty((n, c, oh, ow), D.int64, dev)
+            kern(values._h, indices._h, view_of(x), kh, kw)
+        else:
+            xs = x if (oh * kh, ow * kw) == (h, w) else x[:, :, :oh * kh, :ow * kw]
+            rows = xs.reshape(n, c, oh, kh, ow, kw).permute(0, 1, 2, 4, 3, 5).reshape(
+                n, c, oh, ow, kh * kw)
+            values, idx = rows.max(dim=-1)
+            # tile offset p = i*kw + j -> i*w + j: p plus (w - kw) per full row of the tile
+            indices = idx + _tile_table("corner", (oh, ow, kh, kw, w), dev)
+            for i in range(1, kh):
+                indices = indices + (idx >= i * kw).to(D.int64) * (w - kw)
+        ctx.mark_non_differentiable(indices)
+        ctx.indices = indices
+        return values, indices
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor, _gi: Any) -> Any:
+        n, c, h, w = ctx._in[0][0]
+        (kh, kw), (oh, ow) = ctx.args[1], ctx.args[2]
+        indices = ctx.indices
+        dev = g._device
+        if not _state.enabled:
+            kern = own_kernel(dev, "max_pool2d_tiled_backward", g._dtype)
+            if kern is not None:
+                dx = empty((n, c, h, w), g._dtype, dev)
+                kern(dx._h, view_of(g), view_of(indices))
+                return dx, None, None
+        # (N, C, OH, kh, OW, kw): True where the flat position is the tile's index
+        pos = _tile_table("pos", (oh, ow, kh, kw, w), dev)
+        mask = E.eq(indices.reshape(n, c, oh, 1, ow, 1), pos)
+        dx = (g.reshape(n, c, oh, 1, ow, 1) * mask).reshape(n, c, oh * kh, ow * kw)
+        if (oh * kh, ow * kw) != (h, w):
+            dx = pad(dx, (0, w - ow * kw, 0, h - oh * kh))
+        return dx, None, None
+
+
 def max_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
                dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> Any:
     """Max over sliding windows (padding counts as -inf). With ``return_indices``,
-    also the flat index (into H*W) of each maximum, and the gradient goes to that
-    one element; otherwise tied maxima share it."""
+    also the flat index (into H*W) of each maximum. The gradient goes to the
+    first maximum of each window, as PyTorch's."""
     fn = "max_pool2d"
     x, unbatched = _as_4d(fn, input)
     k, s, p, d = _pool_args(fn, kernel_size, stride, padding, dilation)
     oh, ow, pads = _pool_geometry(fn, x, input, k, s, p, d, ceil_mode)
-    win = _Windows.apply(x, k, s, pads, d, _float_min(x._dtype), False)
-    if not return_indices:
-        out = win.amax(dim=(-2, -1))
-        return out.squeeze(0) if unbatched else out
+    if s == k and d == (1, 1) and not any(pads):
+        values, indices = _MaxPoolTiled.apply(x, k, (oh, ow))
+        if not return_indices:
+            return values.squeeze(0) if unbatched else values
+        return (values.squeeze(0), indices.squeeze(0)) if unbatched else (values, indices)
     n, c, _, w = x._shape
-    flat = win.reshape(n, c, oh, ow, k[0] * k[1])
-    values, idx = flat.max(dim=-1)
+    win = _Windows.apply(x, k, s, pads, d, _float_min(x._dtype), False)
+    values, idx = win.reshape(n, c, oh, ow, k[0] * k[1]).max(dim=-1)
+    if not return_indices:
+        return values.squeeze(0) if unbatched else values
     r = E.floor_divide(idx, k[1])
     q = E.remainder(idx, k[1])
     dev = x._device
@@ -794,13 +937,34 @@ def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12,
 # -- embedding, one_hot, pad --------------------------------------------------------------
 
 
+def _index_bounds(t: Tensor) -> tuple[int, int]:
+    """The smallest and largest of a non-empty integer tensor, read to the host
+    once (where ``amin().item()`` and ``amax().item()`` would sync twice)."""
+    arr = _kernel(t._device, "to_host")(view_of(t))
+    return int(arr.min()), int(arr.max())
+
+
 class _Embedding(Function):
     """``weight[input]``; backward one scatter-add of rows (none into ``padding_idx``)."""
 
     @staticmethod
     def forward(ctx: Any, weight: Tensor, input: Tensor, padding_idx: int | None) -> Tensor:
-        ctx.idx = input
-        return weight[input]
+        if weight.ndim != 2 or input._device is not weight._device or not input.numel():
+            ctx.idx = input
+            return weight[input]  # indexing's own checks and errors
+        idx = input if input._dtype is D.int64 else input.to(D.int64)
+        num = weight._shape[0]
+        lo, hi = _index_bounds(idx)
+        if lo < -num or hi >= num:
+            raise IndexError(f"index {hi if hi >= num else lo} is out of bounds for dimension 0 "
+                             f"with size {num}")
+        if lo < 0:  # negative indices count from the end, as in weight[input]
+            idx = E.remainder(idx, num)
+        ctx.idx = idx
+        # the rows by the index kernel: the checks above are all weight[input] needs
+        out = empty(idx._shape + (weight._shape[1],), weight._dtype, weight._device)
+        _kernel(weight._device, "index")(out._h, view_of(weight), (view_of(idx),))
+        return out
 
     @staticmethod
     def backward(ctx: Any, g: Tensor) -> Any:
@@ -809,12 +973,16 @@ class _Embedding(Function):
         d = weight_shape[1]
         idx = ctx.idx.reshape(-1, 1).to(D.int64)
         g2 = g.reshape(-1, d)
-        if padding_idx is not None and _state.enabled:
-            g2 = E.where(idx == padding_idx, E.zeros_scalar_like(g2), g2)
-        # in place into the fresh zeros (scatter_add would copy them first)
-        dw = zeros(weight_shape, dtype=g._dtype, device=g._device).scatter_add_(
-            0, idx.expand(idx._shape[0], d), g2)
-        if padding_idx is not None and not _state.enabled:
+        dw = zeros(weight_shape, dtype=g._dtype, device=g._device)
+        if _state.enabled:  # create_graph: recorded, so it differentiates again
+            if padding_idx is not None:
+                g2 = E.where(idx == padding_idx, E.zeros_scalar_like(g2), g2)
+            # in place into the fresh zeros (scatter_add would copy them first)
+            return dw.scatter_add_(0, idx.expand(idx._shape[0], d), g2), None, None
+        # forward checked the indices: the kernel straight into the fresh zeros
+        _kernel(g._device, "scatter_add")(view_of(dw), 0, view_of(idx.expand(idx._shape[0], d)),
+                                          view_of(g2))
+        if padding_idx is not None:
             dw[padding_idx].zero_()
         return dw, None, None
 
@@ -1176,7 +1344,16 @@ class _CrossEntropy(Function):
     def forward(ctx: Any, input: Tensor, target: Tensor, weight: Tensor | None,
                 ignore_index: int, reduction: str, c: int) -> Tensor:
         logp = R.log_softmax(input, 1)
-        idx, wt, picked = _select_targets("cross_entropy", logp, target, weight, ignore_index, c)
+        bounds = (_index_bounds(target) if weight is None and not 0 <= ignore_index < c
+                  and target.numel() and target._device is logp._device else (-1, c))
+        if 0 <= bounds[0] and bounds[1] < c:
+            # no weights, every target a class (none ignored): the gather kernel
+            idx, wt = target.unsqueeze(1), None
+            picked = empty(idx._shape, logp._dtype, logp._device)
+            _kernel(logp._device, "gather")(picked._h, view_of(logp), 1, view_of(idx))
+        else:  # ignored targets, weights, or out of range (its error)
+            idx, wt, picked = _select_targets("cross_entropy", logp, target, weight, ignore_index,
+                                              c)
         if reduction == "none":
             out = -picked.squeeze(1)
             denom = None
@@ -1198,10 +1375,15 @@ class _CrossEntropy(Function):
             g = g / denom
         if wt is not None:
             g = g * wt
-        # with create_graph, softmax of the (recorded) input, so this differentiates again
-        p = R.softmax(input, 1) if _state.enabled else logp.exp()
-        d = p.scatter_add(1, idx, full(idx._shape, -1.0, dtype=p._dtype, device=p._device))
-        return d * g, None, None, None, None, None
+        minus = full(idx._shape, -1.0, dtype=logp._dtype, device=logp._device)
+        if _state.enabled:
+            # create_graph: softmax of the (recorded) input, so this differentiates again
+            d = R.softmax(input, 1).scatter_add(1, idx, minus)
+            return d * g, None, None, None, None, None
+        # forward's gather checked the targets: the kernel in place into the fresh exp
+        d = logp.exp()
+        _kernel(d._device, "scatter_add")(view_of(d), 1, view_of(idx), view_of(minus))
+        return d.mul_(g), None, None, None, None, None
 
 
 def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,

@@ -11,7 +11,8 @@ forward loops over time with one ``h @ W_hh.T`` matmul per step and records
 nothing; its backward runs back through time, one matmul per step, and gathers
 the weight gradients into one matmul at the end. Per-step indexing would cost a
 full-size scatter per step in backward; the Function keeps backward linear in
-the sequence length.
+the sequence length. The GRU's goes one step further and runs its time loops
+as kernel calls on preallocated buffers (see ``_GRUSeq``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 from ..autograd.function import Function, once_differentiable
 from ..ops import creation as C
 from ..ops.indexing import cat, stack
+from ..ops.core import empty, expand_to, kernel, view_of
 from ..ops.linalg import matmul
 from ..tensor import Tensor
 from . import functional as F
@@ -51,6 +53,21 @@ def _weight_grads(dpre: list[Tensor], hs: list[Tensor], need_w: bool, need_b: bo
     dw = matmul(g.T, stack(hs).reshape(-1, hs[0]._shape[-1])) if need_w else None
     db = g.sum(0) if need_b else None
     return dw, db
+
+
+def _kernels(dev: Any, *ops: str) -> list[Any]:
+    return [dev.kernels.get(op) or kernel(dev, op) for op in ops]
+
+
+def _step_views(t: Tensor, lo: int = 0, hi: int | None = None) -> list[Any]:
+    """Native views of ``t[i, :, lo:hi]`` for every ``i`` of a 3-D ``t``, made
+    once so that a time loop can hand them straight to kernels."""
+    n, b, k = t._shape
+    s0, s1, s2 = t._strides
+    hi = k if hi is None else hi
+    view, buf, dt, off = t._device.view, t._storage.buffer, t._dtype, t._offset + lo * s2
+    shape, strides = (b, hi - lo), (s1, s2)
+    return [view(buf, shape, strides, off + i * s0, dt) for i in range(n)]
 
 
 class _SimpleRNNSeq(Function):
@@ -98,7 +115,114 @@ class _SimpleRNNSeq(Function):
 class _GRUSeq(Function):
     """PyTorch's GRU over a whole sequence, gates r, z, n:
     ``r, z = sigmoid(gi_rz + gh_rz)``, ``n = tanh(gi_n + r * gh_n)``,
-    ``h = n + z * (h_prev - n)`` where ``gh = h_prev @ W_hh.T + b_hh``."""
+    ``h = n + z * (h_prev - n)`` where ``gh = h_prev @ W_hh.T + b_hh``.
+
+    The time loops call the device's kernels on views, made before the loop, of
+    buffers that hold every step (hidden states, gates, gradients): a step is a
+    dozen kernel calls and allocates nothing. Whatever depends only on saved
+    values (the sigmoid and tanh derivatives, ``h_prev - n``) is computed for
+    all steps at once before backward's loop, and the weight gradients are one
+    matmul after it. Needs one dtype for all inputs and a non-empty input
+    (``_GRUSeqOps`` handles the rest)."""
+
+    @staticmethod
+    def forward(ctx: Any, gi: Tensor, h0: Tensor, w_hh: Tensor, b_hh: Tensor | None,
+                reverse: bool) -> tuple[Tensor, Tensor]:
+        n_steps, batch, hid = gi._shape[0], h0._shape[0], h0._shape[-1]
+        dev, dt = gi._device, gi._dtype
+        k_mm, k_add, k_sub, k_mul, k_exp, k_rec, k_tanh, k_copy = _kernels(
+            dev, "matmul", "add", "sub", "mul", "exp", "reciprocal", "tanh", "copy")
+        # hs[i + 1] is step i's state (hs[0] = h0); reversed: hs[i], hs[n] = h0
+        hs = empty((n_steps + 1, batch, hid), dt, dev)
+        gh = empty((n_steps, batch, 3 * hid), dt, dev)
+        rz = empty((n_steps, batch, 2 * hid), dt, dev)
+        nn_ = empty((n_steps, batch, hid), dt, dev)
+        # -(gi_rz + b_hh_rz): the sigmoid's exp(-x) then needs no negation per step
+        neg_xrz = gi[..., :2 * hid] if b_hh is None else gi[..., :2 * hid] + b_hh[:2 * hid]
+        neg_xrz = neg_xrz.neg()
+        v_hs = _step_views(hs)
+        k_copy(v_hs[n_steps if reverse else 0], view_of(h0))
+        v_gh, v_ghrz, v_ghn = _step_views(gh), _step_views(gh, 0, 2 * hid), _step_views(gh, 2 * hid)
+        v_rz, v_r, v_z = _step_views(rz), _step_views(rz, 0, hid), _step_views(rz, hid)
+        v_n, v_xrz, v_xn = _step_views(nn_), _step_views(neg_xrz), _step_views(gi, 2 * hid)
+        w_t = view_of(w_hh.T)
+        b_n = None if b_hh is None else expand_to(b_hh[2 * hid:], (batch, hid))
+        for t in _steps(reverse, n_steps):
+            prev, out = (t + 1, t) if reverse else (t, t + 1)
+            k_mm(v_gh[t], v_hs[prev], w_t)
+            a = v_rz[t]
+            k_sub(a, v_xrz[t], v_ghrz[t])           # -(gi + gh), then 1 / (1 + exp(.))
+            k_exp(a, a)
+            k_add(a, a, 1.0)
+            k_rec(a, a)
+            g = v_ghn[t]
+            if b_n is not None:
+                k_add(g, g, b_n)
+            n = v_n[t]
+            k_mul(n, v_r[t], g)
+            k_add(n, n, v_xn[t])
+            k_tanh(n, n)
+            h = v_hs[out]
+            k_sub(h, v_hs[prev], n)
+            k_mul(h, h, v_z[t])
+            k_add(h, h, n)
+        # copies out of hs: writing to an output in place leaves backward's states alone
+        out = (hs[:n_steps] if reverse else hs[1:]).clone()
+        last = (hs[0] if reverse else hs[n_steps]).clone()
+        # w_hh and h_n too: their version checks, and what a double backward
+        # would depend on (once_differentiable refuses one)
+        ctx.save_for_backward(hs, gh, rz, nn_, w_hh, last)
+        return out, last
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, g_out: Tensor, g_hn: Tensor) -> Any:
+        b_hh, reverse = ctx.args[3:]
+        hs, gh, rz, nn_, w_hh, _ = ctx.saved_tensors
+        n_steps, batch, hid = nn_._shape
+        dev, dt = nn_._device, nn_._dtype
+        k_mm, k_add, k_mul, k_copy = _kernels(dev, "matmul", "add", "mul", "copy")
+        prev = hs[1:] if reverse else hs[:n_steps]
+        r, z = rz[..., :hid], rz[..., hid:]
+        # per-step factors that depend on saved values only, for all steps at once
+        f_n = (1 - z) * (1 - nn_ * nn_)            # dn = dh * f_n
+        f_z = (prev - nn_) * z * (1 - z)           # dz_pre = dh * f_z
+        f_r = gh[..., 2 * hid:] * r * (1 - r)      # dr_pre = dn * f_r
+        dgh = empty((n_steps, batch, 3 * hid), dt, dev)
+        d_gi = empty((n_steps, batch, 3 * hid), dt, dev)
+        dh_t = empty((batch, hid), dt, dev)
+        mm = empty((batch, hid), dt, dev)
+        dh, tmp = view_of(dh_t), view_of(mm)
+        k_copy(dh, view_of(g_hn))
+        v_g = _step_views(g_out)
+        v_dgh, v_dr, v_dz, v_dghn = (_step_views(dgh), _step_views(dgh, 0, hid),
+                                     _step_views(dgh, hid, 2 * hid), _step_views(dgh, 2 * hid))
+        v_dn = _step_views(d_gi, 2 * hid)
+        v_fn, v_fz, v_fr = _step_views(f_n), _step_views(f_z), _step_views(f_r)
+        v_r, v_z = _step_views(rz, 0, hid), _step_views(rz, hid)
+        w = view_of(w_hh)
+        for t in _steps(not reverse, n_steps):
+            k_add(dh, dh, v_g[t])
+            dn = v_dn[t]
+            k_mul(dn, dh, v_fn[t])
+            k_mul(v_dz[t], dh, v_fz[t])
+            k_mul(v_dr[t], dn, v_fr[t])
+            k_mul(v_dghn[t], dn, v_r[t])
+            k_mm(tmp, v_dgh[t], w)
+            k_mul(dh, dh, v_z[t])
+            k_add(dh, dh, tmp)
+        k_copy(view_of(d_gi[..., :2 * hid]), view_of(dgh[..., :2 * hid]))
+        need_w = ctx.next_functions[2] is not None
+        need_b = b_hh is not None and ctx.next_functions[3] is not None
+        g2 = dgh.reshape(-1, 3 * hid)
+        dw = matmul(g2.T, prev.reshape(-1, hid)) if need_w else None
+        db = g2.sum(0) if need_b else None
+        return d_gi, dh_t, dw, db, None
+
+
+class _GRUSeqOps(Function):
+    """``_GRUSeq`` written with tensor ops, for what it does not take: inputs of
+    mixed dtypes (which promote) and empty inputs."""
 
     @staticmethod
     def forward(ctx: Any, gi: Tensor, h0: Tensor, w_hh: Tensor, b_hh: Tensor | None,
@@ -233,6 +357,13 @@ def _saved_steps(ctx: Any) -> tuple[list[Tensor], list[tuple[Tensor, ...]]]:
     n, k = ctx.n_steps, ctx.per_step
     steps = [tuple(saved[n + i * k:n + (i + 1) * k]) for i in range(n)] if k else []
     return list(saved[:n]), steps
+
+
+def _one_dtype(gi: Tensor, *ts: Tensor | None) -> bool:
+    """Whether the kernel-level recurrences take these inputs: all of ``gi``'s
+    dtype and device, nothing empty."""
+    return gi.numel() > 0 and all(
+        t is None or (t._dtype is gi._dtype and t._device is gi._device) for t in ts)
 
 
 def _shifted(hs: list[Tensor], h0: Tensor, reverse: bool) -> list[Tensor]:
@@ -386,7 +517,8 @@ class RNNBase(Module):
                 gi = F.linear(flat, w_ih, b_ih).reshape(n_steps, batch, w_ih._shape[0])
                 rev = d == 1
                 if self.mode == "GRU":
-                    out, h = _GRUSeq.apply(gi, h0[k], w_hh, b_hh, rev)
+                    seq = _GRUSeq if _one_dtype(gi, h0[k], w_hh, b_hh) else _GRUSeqOps
+                    out, h = seq.apply(gi, h0[k], w_hh, b_hh, rev)
                 elif self.mode == "LSTM":
                     w_hr = w[-1] if self.proj_size > 0 else None
                     out, h, c = _LSTMSeq.apply(gi, h0[k], c0[k],  # type: ignore[index]

@@ -5,9 +5,29 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..ops.core import empty, kernel, view_of
+from ..tensor import Tensor
 from .optimizer import Optimizer, _check_nonneg, _scalar, implementation_options
 
 __all__ = ["SGD"]
+
+
+def _step_(p: Tensor, g: Tensor, lr: float) -> None:
+    """``p.add_(g, alpha=-lr)``. For a float gradient of the parameter's shape,
+    dtype and device (the usual case), its two kernels called directly: the
+    in-place op's general checks (broadcasting, casting, overlap) have nothing
+    to do there."""
+    if (type(lr) is float and g._dtype is p._dtype and p._dtype.kind == "f"
+            and g._shape == p._shape and g._device is p._device
+            and g._storage is not p._storage and p.is_contiguous()):
+        dev = p._device
+        scaled = empty(p._shape, p._dtype, dev)
+        (dev.kernels.get("mul") or kernel(dev, "mul"))(scaled._h, view_of(g), -lr)
+        target = view_of(p)
+        (dev.kernels.get("add") or kernel(dev, "add"))(target, target, scaled._h)
+        p._storage.version += 1
+    else:
+        p.add_(g, alpha=-lr)
 
 
 def _validate(o: dict[str, Any]) -> None:
@@ -78,4 +98,4 @@ class SGD(Optimizer):
                 else:
                     buf.mul_(momentum).add_(g, alpha=1 - dampening)
                 g = g.add(buf, alpha=momentum) if nesterov else buf
-            p.add_(g, alpha=-lr)
+            _step_(p, g, lr)
