@@ -58,23 +58,13 @@ class Adadelta(Optimizer):
         lr = _scalar(group["lr"])
         rho = group["rho"]
         eps = group["eps"]
-        wd = group["weight_decay"]
-        maximize = group["maximize"]
         w = 1 - rho
-        for p in group["params"]:
-            g = p.grad
-            if g is None:
-                continue
-            st = self.state[p]
-            if not st:
-                st["step"] = 0
-                st["square_avg"] = zeros_like(p)
-                st["acc_delta"] = zeros_like(p)
-            if maximize:
-                g = -g
-            st["step"] += 1
-            if wd != 0:
-                g = g.add(p, alpha=wd)
+
+        def init(st: dict[str, Any], p: Any) -> None:
+            st["square_avg"] = zeros_like(p)
+            st["acc_delta"] = zeros_like(p)
+
+        for p, g, st, step in self._grads(group, init):
             square_avg, acc_delta = st["square_avg"], st["acc_delta"]
             square_avg.mul_(rho).add_(g.mul(w).mul_(g))  # addcmul_(g, g, value=1 - rho)
             std = square_avg.add(eps).sqrt_()

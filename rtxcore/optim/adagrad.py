@@ -65,21 +65,11 @@ class Adagrad(Optimizer):
         lr = _scalar(group["lr"])
         lr_decay = group["lr_decay"]
         eps = group["eps"]
-        wd = group["weight_decay"]
-        maximize = group["maximize"]
-        for p in group["params"]:
-            g = p.grad
-            if g is None:
-                continue
-            st = self.state[p]
-            if not st:  # a parameter added with add_param_group after construction
-                st["step"] = 0
-                st["sum"] = full_like(p, group["initial_accumulator_value"])
-            if maximize:
-                g = -g
-            step = st["step"] = st["step"] + 1
-            if wd != 0:
-                g = g.add(p, alpha=wd)
+
+        def init(st: dict[str, Any], p: Any) -> None:  # (added by add_param_group later)
+            st["sum"] = full_like(p, group["initial_accumulator_value"])
+
+        for p, g, st, step in self._grads(group, init):
             clr = lr / (1 + (step - 1) * lr_decay)
             state_sum = st["sum"]
             state_sum.add_(g.mul(g))  # addcmul_(g, g, value=1)

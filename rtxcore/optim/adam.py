@@ -75,29 +75,18 @@ class Adam(Optimizer):
         eps = group["eps"]
         wd = group["weight_decay"]
         amsgrad = group["amsgrad"]
-        maximize = group["maximize"]
         decoupled = group.get("decoupled_weight_decay", False)
         w1, w2 = 1 - beta1, 1 - beta2
-        state = self.state
-        for p in group["params"]:
-            g = p.grad
-            if g is None:
-                continue
-            st = state[p]
-            if not st:
-                st["step"] = 0
-                st["exp_avg"] = zeros_like(p)
-                st["exp_avg_sq"] = zeros_like(p)
-                if amsgrad:
-                    st["max_exp_avg_sq"] = zeros_like(p)
-            if maximize:
-                g = -g
-            step = st["step"] = st["step"] + 1
-            if wd != 0:
-                if decoupled:
-                    p.mul_(1 - lr * wd)
-                else:
-                    g = g.add(p, alpha=wd)
+
+        def init(st: dict[str, Any], p: Any) -> None:
+            st["exp_avg"] = zeros_like(p)
+            st["exp_avg_sq"] = zeros_like(p)
+            if amsgrad:
+                st["max_exp_avg_sq"] = zeros_like(p)
+
+        for p, g, st, step in self._grads(group, init, coupled_weight_decay=not decoupled):
+            if decoupled and wd != 0:
+                p.mul_(1 - lr * wd)
             exp_avg, exp_avg_sq = st["exp_avg"], st["exp_avg_sq"]
             _lerp_(exp_avg, g, w1)
             exp_avg_sq.mul_(beta2).add_(g.mul(w2).mul_(g))  # addcmul_(g, g, value=w2)

@@ -51,22 +51,12 @@ class Adamax(Optimizer):
         lr = _scalar(group["lr"])
         beta1, beta2 = group["betas"]
         eps = group["eps"]
-        wd = group["weight_decay"]
-        maximize = group["maximize"]
-        for p in group["params"]:
-            g = p.grad
-            if g is None:
-                continue
-            st = self.state[p]
-            if not st:
-                st["step"] = 0
-                st["exp_avg"] = zeros_like(p)
-                st["exp_inf"] = zeros_like(p)
-            if maximize:
-                g = -g
-            step = st["step"] = st["step"] + 1
-            if wd != 0:
-                g = g.add(p, alpha=wd)
+
+        def init(st: dict[str, Any], p: Any) -> None:
+            st["exp_avg"] = zeros_like(p)
+            st["exp_inf"] = zeros_like(p)
+
+        for p, g, st, step in self._grads(group, init):
             exp_avg, exp_inf = st["exp_avg"], st["exp_inf"]
             _lerp_(exp_avg, g, 1 - beta1)
             exp_inf.mul_(beta2).maximum_(g.abs().add_(eps))

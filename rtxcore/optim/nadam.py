@@ -67,25 +67,15 @@ class NAdam(Optimizer):
         wd = group["weight_decay"]
         momentum_decay = group["momentum_decay"]
         decoupled = group["decoupled_weight_decay"]
-        maximize = group["maximize"]
-        for p in group["params"]:
-            g = p.grad
-            if g is None:
-                continue
-            st = self.state[p]
-            if not st:
-                st["step"] = 0
-                st["mu_product"] = 1.0
-                st["exp_avg"] = zeros_like(p)
-                st["exp_avg_sq"] = zeros_like(p)
-            if maximize:
-                g = -g
-            step = st["step"] = st["step"] + 1
-            if wd != 0:
-                if decoupled:
-                    p.mul_(1 - lr * wd)
-                else:
-                    g = g.add(p, alpha=wd)
+
+        def init(st: dict[str, Any], p: Any) -> None:
+            st["mu_product"] = 1.0
+            st["exp_avg"] = zeros_like(p)
+            st["exp_avg_sq"] = zeros_like(p)
+
+        for p, g, st, step in self._grads(group, init, coupled_weight_decay=not decoupled):
+            if decoupled and wd != 0:
+                p.mul_(1 - lr * wd)
             bias_correction2 = 1 - beta2 ** step
             mu = beta1 * (1.0 - 0.5 * (0.96 ** (step * momentum_decay)))
             mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((step + 1) * momentum_decay)))

@@ -211,6 +211,31 @@ class Optimizer:
         """Update one parameter group's parameters (each optimizer's own rule)."""
         raise NotImplementedError
 
+    def _grads(self, group: dict[str, Any], init: Callable[[dict[str, Any], Tensor], None],
+               coupled_weight_decay: bool = True) -> Any:
+        """The preamble PyTorch's optimizers share, for each parameter of ``group``
+        that has a gradient: its state, made on first use (``step`` 0, then
+        ``init(state, param)``), the gradient negated under ``maximize``, the
+        step counted and, with ``coupled_weight_decay``, ``weight_decay * param``
+        added to the gradient. Yields (param, grad, state, step)."""
+        wd = group["weight_decay"] if coupled_weight_decay else 0
+        maximize = group["maximize"]
+        state = self.state
+        for p in group["params"]:
+            g = p.grad
+            if g is None:
+                continue
+            st = state[p]
+            if not st:
+                st["step"] = 0
+                init(st, p)
+            if maximize:
+                g = -g
+            step = st["step"] = st["step"] + 1
+            if wd != 0:
+                g = g.add(p, alpha=wd)
+            yield p, g, st, step
+
     def _run_step(self, closure: Callable[[], Any] | None,
                   update: Callable[[dict[str, Any]], None]) -> Any:
         """What every ``step`` does: the closure (with grad enabled), then

@@ -61,29 +61,18 @@ class RMSprop(Optimizer):
         lr = _scalar(group["lr"])
         alpha = group["alpha"]
         eps = group["eps"]
-        wd = group["weight_decay"]
         momentum = group["momentum"]
         centered = group["centered"]
-        maximize = group["maximize"]
         w = 1 - alpha
-        state = self.state
-        for p in group["params"]:
-            g = p.grad
-            if g is None:
-                continue
-            st = state[p]
-            if not st:
-                st["step"] = 0
-                st["square_avg"] = zeros_like(p)
-                if momentum > 0:
-                    st["momentum_buffer"] = zeros_like(p)
-                if centered:
-                    st["grad_avg"] = zeros_like(p)
-            if maximize:
-                g = -g
-            st["step"] += 1
-            if wd != 0:
-                g = g.add(p, alpha=wd)
+
+        def init(st: dict[str, Any], p: Any) -> None:
+            st["square_avg"] = zeros_like(p)
+            if momentum > 0:
+                st["momentum_buffer"] = zeros_like(p)
+            if centered:
+                st["grad_avg"] = zeros_like(p)
+
+        for p, g, st, step in self._grads(group, init):
             square_avg = st["square_avg"]
             square_avg.mul_(alpha).add_(g.mul(w).mul_(g))  # addcmul_(g, g, value=1 - alpha)
             if centered:
