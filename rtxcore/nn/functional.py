@@ -403,7 +403,7 @@ def _conv_map(hw: tuple[int, int], out_hw: tuple[int, int], kernel: tuple[int, i
 def _conv2d_dense(x: Tensor, weight: Tensor, bias: Tensor | None, stride: tuple[int, int],
                   pads: tuple[int, int, int, int], dilation: tuple[int, int],
                   out_hw: tuple[int, int]) -> Tensor:
-    """conv2d (groups 1) as ``x (N, C*H*W) @ K^T``, K (OH*OW*OC, C*H*W) the
+    """conv2d (groups 1) as ``K @ x^T``, x (N, C*H*W), K (OH*OW*OC, C*H*W) the
     convolution's dense matrix, built from the weight and the 0/1 map of the pixel
     each kernel offset reads at each output position. On small images this is a
     few larger matmuls instead of im2col's copies and col2im's adds. Recorded ops
@@ -414,8 +414,10 @@ def _conv2d_dense(x: Tensor, weight: Tensor, bias: Tensor | None, stride: tuple[
     smap = _conv_map((h, w), out_hw, (kh, kw), stride, pads, dilation, weight._dtype,
                      weight._device)
     k = matmul(weight.reshape(1, oc * c, kh * kw), smap)  # (OH*OW, OC*C, H*W)
-    out = matmul(x.reshape(n, c * h * w), k.reshape(oh * ow * oc, c * h * w).T)
-    out = out.reshape(n, oh, ow, oc).permute(0, 3, 1, 2)
+    # K @ x^T rather than x @ K^T: K's gradient (g @ x) then comes out contiguous
+    # in k's own layout, where the other order's needs a transposing copy of K
+    out = matmul(k.reshape(oh * ow * oc, c * h * w), x.reshape(n, c * h * w).T)
+    out = out.reshape(oh, ow, oc, n).permute(3, 2, 0, 1)
     # the add (or the copy) makes the result contiguous (N, OC, OH, OW), as PyTorch's
     return out + bias.reshape(oc, 1, 1) if bias is not None else out.contiguous()
 
