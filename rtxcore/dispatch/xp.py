@@ -52,10 +52,24 @@ def _reduction(xp: Any, ufunc: Any, fallback: Any) -> Kernel:
         def kernel(out: Any, x: Any, axes: tuple[int, ...]) -> None:
             if x.dtype == f16:  # accumulate in float32, as PyTorch does
                 reduce(x, axes, f32, out, True)
-            elif out.size >= _FOLD_MIN_OUT and _fold_size(x, axes) <= _FOLD_MAX:
-                _fold(ufunc, out, x, axes)
+            elif not axes or axes[0] != 0:
+                # only inner axes: a few elements per output are faster folded
+                if out.size >= _FOLD_MIN_OUT and _fold_size(x, axes) <= _FOLD_MAX:
+                    _fold(ufunc, out, x, axes)
+                else:
+                    reduce(x, axes, None, out, True)
             else:
-                reduce(x, axes, None, out, True)
+                # leading axes first: reducing them is a long elementwise loop over
+                # what remains, where reducing leading and inner axes together
+                # (a bias's gradient over N, H, W) runs the slow inner loop N times
+                lead = 0
+                while lead < len(axes) and axes[lead] == lead:
+                    lead += 1
+                if lead == len(axes):
+                    reduce(x, axes, None, out, True)
+                else:
+                    part = reduce(x, axes[:lead], None, None, True)
+                    reduce(part, axes[lead:], None, out, True)
     else:  # the functions, whose keywords every NumPy-like module shares
         accumulates = fallback in (xp.sum, xp.prod)
 

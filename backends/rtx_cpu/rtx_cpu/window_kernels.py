@@ -45,23 +45,26 @@ def max_pool2d_tiled(values: np.ndarray, indices: np.ndarray, x: np.ndarray, kh:
     rows = np.ascontiguousarray(x).reshape(-1).take(tiles)  # (kk, m*OH*OW)
     best = rows.max(axis=0)
     nan = best.dtype.kind in "fc" and bool(np.isnan(best).any())
-    # the first matching row: count the rows before the first match
+    # the first matching row: count the rows before the first match (in int8 when it fits)
     found = np.equal(rows[0], best)
     if nan:
         found |= np.isnan(rows[0])
-    first = np.zeros(best.shape, np.int64)
+    first = np.zeros(best.shape, np.int8 if kk <= 127 else np.int64)
+    missed = np.empty(best.shape, bool)
+    hit = np.empty(best.shape, bool)
     for p in range(1, kk):
-        first += ~found
-        hit = np.equal(rows[p], best)
+        np.logical_not(found, out=missed)
+        first += missed
+        np.equal(rows[p], best, out=hit)
         if nan:
             hit |= np.isnan(rows[p])
         found |= hit
     # (i, j) of the tile -> its offset in the flat H*W plane, plus the tile's corner
     offsets = np.array([i * w + j for i in range(kh) for j in range(kw)], np.int64)
     flat = offsets.take(first)
-    flat += corner
     np.copyto(values, best.reshape(values.shape), casting="unsafe")
-    np.copyto(indices, flat.reshape(indices.shape), casting="unsafe")
+    np.add(flat.reshape(indices.shape), corner.reshape(indices.shape), out=indices,
+           casting="unsafe")
 
 
 def max_pool2d_tiled_backward(out: np.ndarray, g: np.ndarray, indices: np.ndarray) -> None:
