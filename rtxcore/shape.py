@@ -138,24 +138,27 @@ def expand_strides(
 def infer_shape(shape: Sequence[int], numel: int, old: tuple[int, ...]) -> tuple[int, ...]:
     """Resolve one -1 in a reshape target; RuntimeError naming both shapes."""
     shape = tuple(shape)
-    neg = [i for i, s in enumerate(shape) if s == -1]
-    if len(neg) > 1:
-        raise RuntimeError(f"only one dimension can be inferred (-1): cannot reshape {old} to {shape}")
-    for s in shape:
-        if not isinstance(s, int) or s < -1:
+    known, neg = 1, -1
+    for i, s in enumerate(shape):
+        if s.__class__ is not int and not isinstance(s, int) or s < -1:
             raise RuntimeError(f"invalid shape dimension {s!r} in {shape}")
-    if neg:
-        known = prod(s for s in shape if s != -1)
+        if s == -1:
+            if neg >= 0:
+                raise RuntimeError(
+                    f"only one dimension can be inferred (-1): cannot reshape {old} to {shape}")
+            neg = i
+        else:
+            known *= s
+    if neg >= 0:
         if known == 0 or numel % known:
             raise RuntimeError(
                 f"shape {shape} is invalid for input of size {numel} (tensor of shape {old})"
             )
-        i = neg[0]
-        shape = shape[:i] + (numel // known,) + shape[i + 1:]
-    if prod(shape) != numel:
+        return shape[:neg] + (numel // known,) + shape[neg + 1:]
+    if known != numel:
         raise RuntimeError(
             f"cannot reshape tensor of shape {old} ({numel} elements) to {shape} "
-            f"({prod(shape)} elements)"
+            f"({known} elements)"
         )
     return shape
 
@@ -168,7 +171,20 @@ def view_strides(
     Groups of old dims that are contiguous with each other may be split or merged
     freely (PyTorch's computeStride).
     """
-    if prod(old_shape) == 0 or not old_shape:
+    if not old_shape:
+        return contiguous_strides(new_shape)
+    # contiguous (the common case): the new shape's own contiguous strides
+    expected = 1
+    for d in range(len(old_shape) - 1, -1, -1):
+        n = old_shape[d]
+        if n == 0:
+            return contiguous_strides(new_shape)
+        if n != 1 and old_strides[d] != expected:
+            break
+        expected *= n
+    else:
+        return contiguous_strides(new_shape)
+    if 0 in old_shape:
         return contiguous_strides(new_shape)
     new_strides = [0] * len(new_shape)
     view_d = len(new_shape) - 1

@@ -56,10 +56,13 @@ def permute(x: Tensor, *dims: Any) -> Tensor:
             f"the length of the desired ordering of dimensions i.e. input.dim() = {n} is "
             f"not equal to len(dims) = {len(dims)}"
         )
-    dims = tuple(normalize_dim(d, n) for d in dims)
+    if min(dims, default=0) < 0 or max(dims, default=0) >= n:
+        dims = tuple(normalize_dim(d, n) for d in dims)
     if len(set(dims)) != n:
         raise RuntimeError(f"permute(): duplicate dims are not allowed in {dims}")
-    return as_view(x, tuple(x._shape[d] for d in dims), tuple(x._strides[d] for d in dims), x._offset)
+    shape, strides = x._shape, x._strides
+    return as_view(x, tuple([shape[d] for d in dims]), tuple([strides[d] for d in dims]),
+                   x._offset)
 
 
 def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
