@@ -11,6 +11,7 @@ import math
 from typing import Any
 
 from .. import dtype as D
+from ..dispatch import ops as OPS
 from ..tensor import Tensor
 from .core import (FLOAT, SAME, TO_BOOL, bad_operand, binary, cast, empty, is_scalar,
                    kernel, scalar_for, unary, view_of, write_result)
@@ -19,6 +20,16 @@ from .core import where as _core_where
 from ..autograd.grad_mode import _state as _grad_state
 from ..autograd.tape import differentiable, inplace
 
+# Each op's facts (result kind, in-place twin, aliases) come from its OpSpec.
+_SPECS = {**OPS.PRIMITIVES, **OPS.COMPOSITES}
+_KIND = {"same": SAME, "float": FLOAT, "bool": TO_BOOL}
+
+
+def _k(op: str) -> int:
+    """What ``unary``/``binary`` make of integer inputs for ``op``: its OpSpec's result kind."""
+    return _KIND[_SPECS[op].result]
+
+
 # -- primitives ----------------------------------------------------------------------
 
 
@@ -26,65 +37,65 @@ from ..autograd.tape import differentiable, inplace
 def neg(x: Tensor) -> Tensor:
     if x._dtype is D.bool_:
         raise RuntimeError("negation, the `-` operator, on a bool tensor is not supported; use ~ or logical_not()")
-    return unary("neg", x)
+    return unary("neg", x, _k("neg"))
 
 
 @differentiable("abs")
 def abs(x: Tensor) -> Tensor:  # noqa: A001
-    return unary("abs", x)
+    return unary("abs", x, _k("abs"))
 
 
 @differentiable("sign")
 def sign(x: Tensor) -> Tensor:
     if isinstance(x, Tensor) and x._dtype is D.bool_:
         return x.clone()  # PyTorch: the sign of a bool is itself
-    return unary("sign", x)
+    return unary("sign", x, _k("sign"))
 
 
 @differentiable("exp")
 def exp(x: Tensor) -> Tensor:
-    return unary("exp", x, FLOAT)
+    return unary("exp", x, _k("exp"))
 
 
 @differentiable("log")
 def log(x: Tensor) -> Tensor:
-    return unary("log", x, FLOAT)
+    return unary("log", x, _k("log"))
 
 
 @differentiable("sqrt")
 def sqrt(x: Tensor) -> Tensor:
-    return unary("sqrt", x, FLOAT)
+    return unary("sqrt", x, _k("sqrt"))
 
 
 @differentiable("sin")
 def sin(x: Tensor) -> Tensor:
-    return unary("sin", x, FLOAT)
+    return unary("sin", x, _k("sin"))
 
 
 @differentiable("cos")
 def cos(x: Tensor) -> Tensor:
-    return unary("cos", x, FLOAT)
+    return unary("cos", x, _k("cos"))
 
 
 @differentiable("tanh")
 def tanh(x: Tensor) -> Tensor:
-    return unary("tanh", x, FLOAT)
+    return unary("tanh", x, _k("tanh"))
 
 
 @differentiable("reciprocal")
 def reciprocal(x: Tensor) -> Tensor:
-    return unary("reciprocal", x, FLOAT)
+    return unary("reciprocal", x, _k("reciprocal"))
 
 
 @differentiable("floor")
 def floor(x: Tensor) -> Tensor:
     if x._dtype.kind != "f":
         return x.clone()
-    return unary("floor", x)
+    return unary("floor", x, _k("floor"))
 
 
 def logical_not(x: Tensor) -> Tensor:
-    return unary("logical_not", x, TO_BOOL)
+    return unary("logical_not", x, _k("logical_not"))
 
 
 def _scaled(x: Any, y: Any, alpha: Any) -> Any:
@@ -100,7 +111,7 @@ def _scaled(x: Any, y: Any, alpha: Any) -> Any:
 def add(x: Any, y: Any, *, alpha: Any = 1) -> Tensor:
     if alpha != 1:
         y = _scaled(x, y, alpha)
-    return binary("add", x, y)
+    return binary("add", x, y, _k("add"))
 
 
 @differentiable("sub", inputs=2)
@@ -109,18 +120,18 @@ def sub(x: Any, y: Any, *, alpha: Any = 1) -> Tensor:
         y = _scaled(x, y, alpha)
     if _is_bool(x) or _is_bool(y):
         raise RuntimeError("subtraction, the `-` operator, with a bool tensor is not supported; use logical_xor()")
-    return binary("sub", x, y)
+    return binary("sub", x, y, _k("sub"))
 
 
 @differentiable("mul", inputs=2)
 def mul(x: Any, y: Any) -> Tensor:
-    return binary("mul", x, y)
+    return binary("mul", x, y, _k("mul"))
 
 
 @differentiable("div", inputs=2)
 def div(x: Any, y: Any, *, rounding_mode: str | None = None) -> Tensor:
     if rounding_mode is None:
-        return binary("div", x, y, FLOAT)
+        return binary("div", x, y, _k("div"))
     if rounding_mode == "floor":
         return floor_divide(x, y)
     if rounding_mode == "trunc":
@@ -133,67 +144,64 @@ def div(x: Any, y: Any, *, rounding_mode: str | None = None) -> Tensor:
 
             fix = logical_and(ne(r, 0), ne(negative(x), negative(y)))
             return _where(fix, add(q, 1), q)
-        return trunc(binary("div", x, y, FLOAT))
+        return trunc(binary("div", x, y, _k("div")))
     raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found {rounding_mode!r}")
-
-
-true_divide = divide = div
-multiply, subtract = mul, sub
 
 
 @differentiable("pow", inputs=2)
 def pow(x: Any, y: Any) -> Tensor:  # noqa: A001
+    if _is_bool(x) and isinstance(y, bool):  # PyTorch: x ** True is x, x ** False is all True
+        return x.clone() if y else _full_bool(x, True)
+    if all(_is_bool(v) or isinstance(v, bool) for v in (x, y)):
+        raise RuntimeError("\"pow\" not implemented for 'Bool'")  # (as in PyTorch)
     if isinstance(x, Tensor) and x._dtype.kind != "f" and is_scalar(y) and not isinstance(y, float) and y < 0:
         raise RuntimeError("Integers to negative integer powers are not allowed.")
     if (isinstance(x, Tensor) and is_scalar(y) and y == 2 and not isinstance(y, bool)
             and (x._dtype.kind == "f" or (x._dtype.kind in "iu" and not isinstance(y, float)))):
         return binary("mul", x, x)  # int ** 2.0 must still promote to float
-    return binary("pow", x, y)
+    return binary("pow", x, y, _k("pow"))
 
 
 @differentiable("maximum", inputs=2)
 def maximum(x: Tensor, y: Tensor) -> Tensor:
-    return binary("maximum", x, y)
+    return binary("maximum", x, y, _k("maximum"))
 
 
 @differentiable("minimum", inputs=2)
 def minimum(x: Tensor, y: Tensor) -> Tensor:
-    return binary("minimum", x, y)
+    return binary("minimum", x, y, _k("minimum"))
 
 
 def eq(x: Any, y: Any) -> Tensor:
-    return binary("eq", x, y, TO_BOOL)
+    return binary("eq", x, y, _k("eq"))
 
 
 def ne(x: Any, y: Any) -> Tensor:
-    return binary("ne", x, y, TO_BOOL)
+    return binary("ne", x, y, _k("ne"))
 
 
 def lt(x: Any, y: Any) -> Tensor:
-    return binary("lt", x, y, TO_BOOL)
+    return binary("lt", x, y, _k("lt"))
 
 
 def le(x: Any, y: Any) -> Tensor:
-    return binary("le", x, y, TO_BOOL)
+    return binary("le", x, y, _k("le"))
 
 
 def gt(x: Any, y: Any) -> Tensor:
-    return binary("gt", x, y, TO_BOOL)
+    return binary("gt", x, y, _k("gt"))
 
 
 def ge(x: Any, y: Any) -> Tensor:
-    return binary("ge", x, y, TO_BOOL)
-
-
-less, less_equal, greater, greater_equal, not_equal = lt, le, gt, ge, ne
+    return binary("ge", x, y, _k("ge"))
 
 
 def logical_and(x: Any, y: Any) -> Tensor:
-    return binary("logical_and", x, y, TO_BOOL)
+    return binary("logical_and", x, y, _k("logical_and"))
 
 
 def logical_or(x: Any, y: Any) -> Tensor:
-    return binary("logical_or", x, y, TO_BOOL)
+    return binary("logical_or", x, y, _k("logical_or"))
 
 
 @differentiable("where", inputs=3)
@@ -213,11 +221,11 @@ def where(condition: Tensor, input: Any = None, other: Any = None) -> Any:  # no
 # Each: the backend's own kernel if it has one, else the decomposition.
 
 
-def _composite_unary(op: str, x: Tensor, kind: int = FLOAT) -> Tensor | None:
+def _composite_unary(op: str, x: Tensor) -> Tensor | None:
     if not isinstance(x, Tensor):
         raise bad_operand(op, x)
     if own_kernel(x._device, op, x._dtype):
-        return unary(op, x, kind)
+        return unary(op, x, _k(op))
     return None
 
 
@@ -227,10 +235,13 @@ def expm1(x: Tensor) -> Tensor:
     if r is not None:
         return r
     x = _float(x)
-    # Kahan: (u - 1) * x / log(u) keeps full precision where u = e**x rounds to 1.
+    if x._dtype is D.float16:  # in float32, rounded once: float16's exp is too coarse
+        return cast(expm1(cast(x, D.float32)), D.float16)
+    # Kahan: (u - 1) * x / log(u) keeps full precision where u = e**x rounds to 1;
+    # x / log(u) first, so (u - 1) * x can't overflow where the result doesn't
     u = exp(x)
     um1 = sub(u, 1.0)
-    accurate = div(mul(um1, x), log(u))
+    accurate = mul(um1, div(x, log(u)))
     return _where(eq(u, 1.0), x, _where(eq(um1, -1.0), -1.0, _where(isinf(u), u, accurate)))
 
 
@@ -240,9 +251,12 @@ def log1p(x: Tensor) -> Tensor:
     if r is not None:
         return r
     x = _float(x)
-    # Goldberg: log(u) * x / (u - 1) with u = 1 + x cancels u's rounding error.
+    if x._dtype is D.float16:  # in float32, rounded once
+        return cast(log1p(cast(x, D.float32)), D.float16)
+    # Goldberg: log(u) * x / (u - 1) with u = 1 + x cancels u's rounding error;
+    # x / (u - 1) first, so log(u) * x can't overflow
     u = add(x, 1.0)
-    accurate = div(mul(log(u), x), sub(u, 1.0))
+    accurate = mul(log(u), div(x, sub(u, 1.0)))
     return _where(eq(u, 1.0), x, _where(eq(u, math.inf), u, accurate))  # log1p(-inf) is nan
 
 
@@ -393,7 +407,7 @@ def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
 def ceil(x: Tensor) -> Tensor:
     if x._dtype.kind != "f":
         return x.clone()
-    r = _composite_unary("ceil", x, SAME)
+    r = _composite_unary("ceil", x)
     return r if r is not None else neg(floor(neg(x)))
 
 
@@ -401,11 +415,8 @@ def ceil(x: Tensor) -> Tensor:
 def trunc(x: Tensor) -> Tensor:
     if x._dtype.kind != "f":
         return x.clone()
-    r = _composite_unary("trunc", x, SAME)
+    r = _composite_unary("trunc", x)
     return r if r is not None else _where(lt(x, 0), ceil(x), floor(x))
-
-
-fix = trunc
 
 
 @differentiable("round")
@@ -415,7 +426,7 @@ def round(x: Tensor, *, decimals: int = 0) -> Tensor:  # noqa: A001
     if decimals:
         scale = 10.0 ** decimals
         return div(round(mul(x, scale)), scale)
-    r = _composite_unary("round", x, SAME)
+    r = _composite_unary("round", x)
     if r is not None:
         return r
     # half to even: floor(x + 0.5), minus one where that landed on an odd number
@@ -424,6 +435,7 @@ def round(x: Tensor, *, decimals: int = 0) -> Tensor:  # noqa: A001
     tie = eq(sub(f, x), 0.5)
     odd = ne(sub(f, mul(floor(mul(f, 0.5)), 2.0)), 0)
     r = _where(logical_and(tie, odd), sub(f, 1.0), f)
+    r = _where(eq(r, 0), mul(x, 0.0), r)  # a zero keeps x's sign (round(-0.4) is -0.0)
     # from 2**mantissa_bits on every float is an integer (and x + 0.5 would round)
     big = {2: 2.0**10, 4: 2.0**23, 8: 2.0**52}[x._dtype.itemsize]
     return _where(ge(abs(x), big), x, r)
@@ -523,21 +535,21 @@ def remainder(x: Any, y: Any) -> Tensor:
 def logical_xor(x: Any, y: Any) -> Tensor:
     dev = (x if isinstance(x, Tensor) else y)._device
     if own_kernel(dev, "logical_xor", lambda: D.result_type(x, y)):
-        return binary("logical_xor", x, y, TO_BOOL)
+        return binary("logical_xor", x, y, _k("logical_xor"))
     return ne(_as_bool(x), _as_bool(y))
 
 
 def isnan(x: Tensor) -> Tensor:
     if x._dtype.kind != "f":
         return _full_bool(x, False)
-    r = _composite_unary("isnan", x, TO_BOOL)
+    r = _composite_unary("isnan", x)
     return r if r is not None else ne(x, x)
 
 
 def isinf(x: Tensor) -> Tensor:
     if x._dtype.kind != "f":
         return _full_bool(x, False)
-    r = _composite_unary("isinf", x, TO_BOOL)
+    r = _composite_unary("isinf", x)
     return r if r is not None else eq(abs(x), math.inf)
 
 
@@ -597,25 +609,25 @@ def _check_bool_operands(sym: str, x: Any, y: Any) -> None:
 def add_(x: Tensor, y: Any, *, alpha: Any = 1) -> Tensor:
     if alpha != 1:
         y = _scaled(x, y, alpha)
-    return binary("add", x, y, out=x)
+    return binary("add", x, y, _k("add"), out=x)
 
 
 @inplace(sub, inputs=1)
 def sub_(x: Tensor, y: Any, *, alpha: Any = 1) -> Tensor:
     if alpha != 1:
         y = _scaled(x, y, alpha)
-    return binary("sub", x, y, out=x)
+    return binary("sub", x, y, _k("sub"), out=x)
 
 
 @inplace(mul, inputs=1)
 def mul_(x: Tensor, y: Any) -> Tensor:
-    return binary("mul", x, y, out=x)
+    return binary("mul", x, y, _k("mul"), out=x)
 
 
 @inplace(div, inputs=1)
 def div_(x: Tensor, y: Any, *, rounding_mode: str | None = None) -> Tensor:
     if rounding_mode is None:
-        return binary("div", x, y, FLOAT, out=x)
+        return binary("div", x, y, _k("div"), out=x)
     return write_result(x, div(x, y, rounding_mode=rounding_mode), "div")
 
 
@@ -626,12 +638,12 @@ def pow_(x: Tensor, y: Any) -> Tensor:
 
 @inplace(maximum, inputs=1)
 def maximum_(x: Tensor, y: Any) -> Tensor:
-    return binary("maximum", x, y, out=x)
+    return binary("maximum", x, y, _k("maximum"), out=x)
 
 
 @inplace(minimum, inputs=1)
 def minimum_(x: Tensor, y: Any) -> Tensor:
-    return binary("minimum", x, y, out=x)
+    return binary("minimum", x, y, _k("minimum"), out=x)
 
 
 @inplace(floor_divide, inputs=1)
@@ -687,11 +699,14 @@ def _make_inplace(fn: Any, name: str) -> Any:
     return inplace(fn, inputs=1)(op_)
 
 
-_UNARY_INPLACE = ["neg", "abs", "sign", "exp", "expm1", "log", "log1p", "log2", "sqrt",
-                  "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid", "relu", "reciprocal",
-                  "floor", "ceil", "round", "trunc", "nan_to_num", "logical_not",
-                  "square", "erf", "logical_and", "logical_or", "logical_xor"]
-for _n in _UNARY_INPLACE:
+# the other in-place twins: compute, then write back. Those of the OpSpecs (the
+# binary primitives above write straight through their kernel), and of the ops
+# built here without a kernel of their own.
+_WRITE_BACK_INPLACE = [
+    *(spec.name for spec in _SPECS.values() if spec.inplace and spec.inplace not in globals()),
+    "rsqrt", "relu", "nan_to_num", "square",
+]
+for _n in _WRITE_BACK_INPLACE:
     globals()[_n + "_"] = _make_inplace(globals()[_n], _n)
 
 
@@ -767,16 +782,19 @@ def _full_bool(x: Tensor, value: bool) -> Tensor:
     return out
 
 
+# the aliases the OpSpecs name (true_divide for div, less for lt, ...)
+for _spec in _SPECS.values():
+    for _alias in _spec.aliases:
+        if _spec.name in globals() and _alias not in globals():
+            globals()[_alias] = globals()[_spec.name]
+
+# the elementwise ops with an OpSpec, whose front-end (and tensor method) is here
+_OWN = [n for n, sp in _SPECS.items() if sp.family in ("unary", "binary", "compare") and n in globals()]
 METHODS = [
-    "neg", "abs", "sign", "exp", "expm1", "log", "log1p", "log2", "log10", "sqrt",
-    "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid", "relu", "reciprocal", "floor",
-    "ceil", "round", "trunc", "fix", "logical_not", "square", "erf",
-    "add", "sub", "mul", "div", "true_divide", "divide", "multiply", "subtract",
-    "floor_divide", "remainder", "pow", "maximum", "minimum", "eq", "ne", "lt", "le",
-    "gt", "ge", "less", "less_equal", "greater", "greater_equal", "not_equal",
-    "logical_and", "logical_or", "logical_xor", "isnan", "isinf", "isfinite",
-    "nan_to_num", "clamp", "clip", "lerp",
-    "add_", "sub_", "mul_", "div_", "pow_", "maximum_", "minimum_", "floor_divide_",
-    "remainder_", "clamp_", "clip_", "lerp_", "zero_", "fill_", "copy_",
-    *[n + "_" for n in _UNARY_INPLACE],
+    *_OWN,
+    *(a for n in _OWN for a in _SPECS[n].aliases if a in globals()),
+    *(_SPECS[n].inplace for n in _OWN if _SPECS[n].inplace),
+    "log10", "rsqrt", "relu", "square", "isfinite", "nan_to_num", "clamp", "clip", "lerp",
+    "clamp_", "clip_", "lerp_", "zero_", "fill_", "copy_",
+    *(n + "_" for n in ("rsqrt", "relu", "nan_to_num", "square")),
 ]
