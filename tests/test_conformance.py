@@ -18,6 +18,12 @@ def test_primitive(device, op):
     conformance.CHECKS[op](device)
 
 
+def test_cpu_passes_every_row():
+    res = conformance.run("cpu")
+    assert conformance.failed(res) == [], {op: e for op, e in res.items() if op in conformance.failed(res)}
+    assert set(ops.PRIMITIVES) <= set(res)
+
+
 def test_table_reports_missing_and_failing(monkeypatch):
     import rtxcore as rc
 
@@ -26,14 +32,17 @@ def test_table_reports_missing_and_failing(monkeypatch):
     name = rc.register_backend(fake_backend, name="fake-conf")
     try:
         res = conformance.run("fake:0")
-        assert res["cos"] == ("missing", "no kernel")
-        assert all(status == "pass" for op, (status, _) in res.items() if op != "cos"), res
+        assert res["cos"] == [("kernel", "missing", 0.0, "no kernel")]
+        assert conformance.failed(res) == [], conformance.failed(res)
         # a kernel that computes the wrong thing is reported as a failure
         monkeypatch.setitem(rc.device("fake:0").kernels, "sin", rc.device("fake:0").kernels["tanh"])
         res = conformance.run("fake:0")
-        assert res["sin"][0] == "fail" and "differ" in res["sin"][1]
+        assert conformance.failed(res) == ["sin"]
+        assert any("differ" in d for _, s, _, d in res["sin"] if s == "fail")
         table = conformance.format_table(res, "fake:0")
-        assert "1 fail, 1 missing" in table
+        n = len(ops.PRIMITIVES)
+        assert f"{n} primitives on fake:0: {n - 2} pass, 1 fail, 1 missing" in table
+        assert table.endswith("conformance: FAIL (1 rows fail)")
     finally:
         rc.unregister_backend(name)
 
@@ -98,7 +107,7 @@ def test_a_wrong_kernel_fails_with_its_worst_difference(tmp_path):
     assert p.returncode == 1, p.stdout[-3000:] + p.stderr
     exp_row = next(ln for ln in p.stdout.splitlines() if ln.startswith("exp "))
     assert exp_row.split()[1] == "fail" and "worst difference" in exp_row, exp_row
-    assert float(exp_row.split()[3]) > 1e-3  # the worst difference column
+    assert float(exp_row.split()[3]) > 9e-4  # the worst (relative) difference column
     assert next(ln for ln in p.stdout.splitlines() if ln.startswith("add ")).split()[1] == "pass"
 
 
@@ -133,13 +142,25 @@ def test_template_backend_passes_what_it_implements_and_falls_back_for_the_rest(
     p = _run([], tmp_path, env={"RTX_FALLBACK": "cpu"}, code=code)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr
     out = p.stdout
-    assert "48 primitives on template:0: 12 pass, 0 fail, 36 missing" in out
+    n = len(ops.PRIMITIVES)
+    assert f"{n} primitives on template:0: 12 pass, 0 fail, {n - 12} missing" in out
+    assert out.count("conformance: PASS") == 1
     assert "cos  " in out and "no kernel; served by the CPU fallback" in out
     assert "training: 40 Adam steps  pass" in out and "autograd: gradcheck      pass" in out
     # strict: without the fallback the smoke tests fail, naming the missing op
     p = subprocess.run([sys.executable, "-c", code, "-k", "training"], capture_output=True, text=True,
                        timeout=600, cwd=tmp_path, env={**os.environ, "RTX_FALLBACK": "error"})
     assert p.returncode == 1 and "has no kernel on device template:0" in p.stdout
+    # ... and the table says so: exit status and table agree
+    assert "training: 40 Adam steps  fail" in p.stdout and "conformance: FAIL (1 rows fail)" in p.stdout
+
+
+def test_the_conformance_module_is_the_same_command(tmp_path):
+    p = _run(["rtxcore.testing.conformance", "cpu", "-k", "add-float32 or training"], tmp_path)
+    q = _run(["rtxcore.testing", "cpu", "-k", "add-float32 or training"], tmp_path)
+    assert p.returncode == q.returncode == 0, p.stdout[-2000:] + p.stderr
+    table = [ln for ln in p.stdout.splitlines() if ln.startswith(("add ", "training"))]
+    assert table and table == [ln for ln in q.stdout.splitlines() if ln.startswith(("add ", "training"))]
 
 
 def test_other_pytest_runs_do_not_import_rtxcore(tmp_path):

@@ -147,16 +147,63 @@ def test_as_tensor(device):
     t = rc.as_tensor(a, device=device)
     assert_close(t, a)
     a[0] = 50.0
-    if rc.device(device).type == "cpu":
-        assert t[0].item() == 50.0  # shares memory on cpu
-    else:
-        assert t[0].item() == 0.0
+    # memory is shared with NumPy exactly where the backend says its buffers are
+    # host memory (cpu): as_tensor keeps the array, numpy() is a view
+    shares = t.device.backend.shares_host_memory
+    assert t[0].item() == (50.0 if shares else 0.0)
+    n = t.numpy()
+    n[3] = -7.0
+    assert t[3].item() == (-7.0 if shares else 3.0)
     c = rc.as_tensor(a, dtype=rc.float32, device=device)  # a different dtype: a copy
     a[1] = -1.0
-    assert_close(c, np.array([50.0, 1.0, 2.0, 3.0], dtype=np.float32))
+    last = -7.0 if shares else 3.0  # (numpy()'s write reached a through t where shared)
+    assert_close(c, np.array([50.0, 1.0, 2.0, last], dtype=np.float32))
     assert rc.as_tensor(t) is t  # already right: itself
     assert_close(rc.as_tensor([1, 2], dtype=rc.float64, device=device), np.array([1.0, 2.0]))
     assert_close(rc.asarray([[1, 2]], device=device), np.array([[1, 2]]))
+
+
+@pytest.fixture
+def hostmem():
+    """A second backend whose buffers are host memory (tests/host_backend.py)."""
+    from .host_backend import HostMemPlugin
+
+    name = rc.register_backend(HostMemPlugin(), name="hostmem-plugin")
+    try:
+        yield "hostmem"
+    finally:
+        rc.unregister_backend(name)
+
+
+def test_host_memory_sharing_follows_the_flag(hostmem):
+    """shares_host_memory, not the device's name, decides: on ``hostmem`` as on
+    cpu, numpy() is a view and as_tensor keeps the array; on a backend without
+    the flag both copy."""
+    for device, shares in ((hostmem, True), ("cpu", True), ("prims", False)):
+        a = np.arange(6.0).reshape(2, 3)
+        t = rc.as_tensor(a, device=device)
+        assert t.device == rc.device(device)
+        assert t.device.backend.shares_host_memory is shares
+        a[0, 1] = 40.0
+        assert t[0, 1].item() == (40.0 if shares else 1.0), device
+        n = t.numpy()
+        assert np.shares_memory(n, a) is shares, device
+        n[1, 2] = -3.0
+        assert t[1, 2].item() == (-3.0 if shares else 5.0), device
+        # numpy(force=True) always copies
+        f = t.numpy(force=True)
+        f[0, 0] = 99.0
+        assert t[0, 0].item() == 0.0
+        # a tensor made by an op owns fresh memory; numpy() still views it where shared
+        u = t + 1
+        un = u.numpy()
+        un[0, 0] = 123.0
+        assert u[0, 0].item() == (123.0 if shares else 1.0), device
+    # moving between two host-memory backends copies (they never alias)
+    src = rc.arange(4.0)
+    moved = src.to(hostmem)
+    moved.add_(1)
+    assert src.tolist() == [0.0, 1.0, 2.0, 3.0] and moved.tolist() == [1.0, 2.0, 3.0, 4.0]
 
 
 # -- filled ----------------------------------------------------------------------------------

@@ -81,3 +81,53 @@ def test_negative_strides_are_refused_not_silently_copied():
         rc.from_dlpack(a[::-1])
     t = rc.from_dlpack(np.ascontiguousarray(a[::-1]))
     assert t.tolist() == [5.0, 4.0, 3.0, 2.0, 1.0, 0.0]
+
+
+@pytest.fixture
+def hostmem():
+    """A second backend whose memory is the host's (DLPack kCPU), beside cpu."""
+    from .host_backend import HostMemPlugin
+
+    name = rc.register_backend(HostMemPlugin(), name="hostmem-plugin")
+    HostMemPlugin.imported = 0
+    try:
+        yield HostMemPlugin
+    finally:
+        rc.unregister_backend(name)
+
+
+def test_a_second_host_backend_takes_host_memory_when_named(hostmem):
+    """Host memory goes to cpu by default; ``device=`` reaches another backend
+    whose dlpack_device is kCPU, through its own from_dlpack, sharing memory."""
+    src = np.arange(12.0).reshape(3, 4)
+    t = rc.from_dlpack(src)
+    assert t.device == rc.device("cpu") and hostmem.imported == 0
+    h = rc.from_dlpack(src, device="hostmem")
+    assert h.device == rc.device("hostmem") and hostmem.imported == 1
+    np.testing.assert_array_equal(h.numpy(), src)
+    src[1, 2] = -8.0
+    assert h[1, 2].item() == -8.0  # shared, not copied
+    # strided views keep their strides on the way in
+    v = rc.from_dlpack(src[:, 1::2], device=rc.device("hostmem"))
+    assert v.shape == (3, 2) and v[1, 1].item() == src[1, 3]
+    # and out again: a hostmem tensor is kCPU memory NumPy can read in place
+    assert h.__dlpack_device__() == (1, 0)
+    out = np.from_dlpack(h)
+    out[0, 0] = 42.0
+    assert src[0, 0] == 42.0
+    # an rtxcore tensor: itself (detached), or moved when another device is named
+    assert rc.from_dlpack(h).device == rc.device("hostmem")
+    moved = rc.from_dlpack(h, device="cpu")
+    assert moved.device == rc.device("cpu") and moved.tolist() == h.tolist()
+
+
+def test_from_dlpack_device_without_dlpack_copies(device):
+    """A device whose backend can't take that memory gets a copy, as
+    torch.from_dlpack(x, device=...) does."""
+    src = np.arange(6, dtype=np.float32)
+    t = rc.from_dlpack(src, device=device)
+    assert t.device == rc.device(device)
+    np.testing.assert_array_equal(t.cpu().numpy(), src)
+    if t.device.backend.dlpack_device != 1:
+        src[0] = 5.0
+        assert t[0].item() == 0.0

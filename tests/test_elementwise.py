@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import rtxcore as rc
+from rtxcore.dispatch import ops
 from rtxcore.testing import assert_close
 
 from .dtypes_table import ALL, need, npdt, rdt, torch_promote
@@ -58,24 +59,30 @@ def T(arr, device):
 
 _verf = np.vectorize(math.erf, otypes=[np.float64])
 
+# every op's facts (result kind, NumPy reference, in-place twin) from its OpSpec
+SPECS = {**ops.PRIMITIVES, **ops.COMPOSITES}
+
+
+def spec_ops(family: str, result: str) -> list[str]:
+    return [n for n, s in SPECS.items() if s.family == family and s.result == result]
+
+
+def float_result(op: str) -> bool:
+    """Ints and bool promote to the default float (div, exp, ...)."""
+    return SPECS[op].result == "float"
+
 
 # -- unary --------------------------------------------------------------------------
 
-# name: (reference in float64, input options)
+# input options, where the reference needs them
+_UNARY_OPTS = {"log": {"positive": True}, "log1p": {"positive": True}, "log2": {"positive": True},
+               "sqrt": {"positive": True}, "rsqrt": {"positive": True},
+               "tan": {"lo": -1.2, "hi": 1.2}, "reciprocal": {"lo": 0.5, "hi": 3.0}}
+
+# name: (reference in float64, input options): the OpSpecs' float unary ops, and rsqrt
 FLOAT_UNARY = {
-    "exp": (np.exp, {}),
-    "expm1": (np.expm1, {}),
-    "log": (np.log, {"positive": True}),
-    "log1p": (np.log1p, {"positive": True}),
-    "log2": (np.log2, {"positive": True}),
-    "sqrt": (np.sqrt, {"positive": True}),
-    "rsqrt": (lambda a: 1.0 / np.sqrt(a), {"positive": True}),
-    "sin": (np.sin, {}),
-    "cos": (np.cos, {}),
-    "tan": (np.tan, {"lo": -1.2, "hi": 1.2}),
-    "tanh": (np.tanh, {}),
-    "sigmoid": (lambda a: 1.0 / (1.0 + np.exp(-a)), {}),
-    "erf": (_verf, {}),
+    **{op: (ops.reference(SPECS[op]), _UNARY_OPTS.get(op, {})) for op in spec_ops("unary", "float")},
+    "rsqrt": (lambda a: 1.0 / np.sqrt(a), _UNARY_OPTS["rsqrt"]),
 }
 
 
@@ -181,16 +188,11 @@ def test_sigmoid_softplus_silu_extremes_are_finite(device):
         assert not rc.isnan(rc.silu(x)).any().item()
 
 
-# ops that keep the input dtype
+# ops that keep the input dtype: the OpSpecs' (neg, abs, sign, floor, ceil, round,
+# trunc), and relu
 SAME_UNARY = {
-    "neg": np.negative,
-    "abs": np.abs,
-    "sign": np.sign,
+    **{op: ops.reference(SPECS[op]) for op in spec_ops("unary", "same")},
     "relu": lambda a: np.maximum(a, np.zeros((), a.dtype)),
-    "floor": np.floor,
-    "ceil": np.ceil,
-    "round": np.round,
-    "trunc": np.trunc,
 }
 
 
@@ -280,18 +282,9 @@ def np_binary(op: str, a: np.ndarray, b: np.ndarray, res: str) -> np.ndarray:
     """NumPy reference for ``a op b`` with result dtype ``res``; ``a`` and ``b`` are
     already in the promoted dtype. Integers are computed in their dtype (wrapping,
     floor semantics), floats in float64 then rounded."""
-    if npdt(res).kind == "f" and op != "div":
+    if npdt(res).kind == "f" or float_result(op):
         a, b = a.astype(np.float64), b.astype(np.float64)
-    if op == "div":
-        with np.errstate(all="ignore"):
-            return (a.astype(np.float64) / b.astype(np.float64)).astype(res)
-    fn = {"add": np.add, "sub": np.subtract, "mul": np.multiply,
-          "floor_divide": np.floor_divide, "remainder": np.remainder, "pow": np.power,
-          "maximum": np.maximum, "minimum": np.minimum}[op]
-    if a.dtype == np.bool_ and op == "add":
-        fn = np.logical_or
-    if a.dtype == np.bool_ and op == "mul":
-        fn = np.logical_and
+    fn = ops.reference(SPECS[op])  # (on bool, numpy's add is or, multiply is and)
     with np.errstate(all="ignore"):
         return fn(a, b).astype(res)
 
@@ -319,8 +312,8 @@ def binary_operands(op: str, name: str, shape_a=(3, 4), shape_b=(3, 4), seed: in
 def _binary_cases():
     for op in BINARY_FN:
         for name in ALL:
-            if name == "bool" and op in ("sub", "floor_divide", "remainder", "pow"):
-                continue
+            if name == "bool" and not float_result(op) and name not in ops.kernel_dtypes(SPECS[op]):
+                continue  # (refused for bool: tested separately)
             for form in ("function", "method", "operator"):
                 if form == "operator" and BINARY_FN[op][1] is None:
                     continue
@@ -332,7 +325,7 @@ def test_binary_same_dtype(device, op, name, form):
     need(device, name)
     fn, sym = BINARY_FN[op]
     a, b = binary_operands(op, name)
-    res = floatish(name) if op == "div" else name
+    res = floatish(name) if float_result(op) else name
     need(device, res)
     x, y = T(a, device), T(b, device)
     got = {"function": lambda: fn(x, y), "method": lambda: getattr(x, op)(y),
@@ -455,7 +448,7 @@ def test_binary_mixed_dtypes(device, op, na, nb):
     if op == "div" and nb != "bool":
         b = np.where(b == 0, np.ones((), b.dtype), b).astype(nb)
     pt = torch_promote(na, nb)
-    res = floatish(pt) if op == "div" else pt
+    res = floatish(pt) if float_result(op) else pt
     need(device, res)
     got = getattr(rc, op)(T(a, device), T(b, device))
     assert got.dtype is rdt(res)
@@ -556,12 +549,12 @@ def test_scalar_operands(device, sym, name, s, reflected):
     else:
         a = rng.uniform(0.5, 3.0, (3, 4)).astype(name)  # ints above: non-negative exponents
     res = scalar_result(name, s)
-    if op == "div":
+    if float_result(op):
         res = floatish(res)
     need(device, res)
     # the compute dtype: true division converts both operands straight to the
     # float result (uint8 / -3 divides by -3.0, not by the wrapped 253)
-    cdt = res if op == "div" else scalar_result(name, s)
+    cdt = res if float_result(op) else scalar_result(name, s)
     an = a.astype(cdt)
     sn = np.broadcast_to(np.array(s).astype(cdt), an.shape)  # ints wrap, as in PyTorch
     x = T(a, device)
@@ -983,9 +976,11 @@ def test_copy_(device):
         x.copy_(rc.ones(4, device=device))
 
 
-UNARY_INPLACE = ["neg", "abs", "sign", "exp", "expm1", "log", "log1p", "log2", "sqrt", "rsqrt",
-                 "sin", "cos", "tan", "tanh", "sigmoid", "relu", "reciprocal", "floor", "ceil",
-                 "round", "trunc", "nan_to_num", "square", "erf"]
+# the unary OpSpecs with an in-place twin, and the ops built without a kernel
+UNARY_INPLACE = [*(n for n, s in SPECS.items() if s.family == "unary" and s.inplace and s.result != "bool"),
+                 "rsqrt", "relu", "nan_to_num", "square"]
+# references for the ops the OpSpecs don't cover
+_EXTRA_REF = {"nan_to_num": np.nan_to_num, "square": np.square}
 
 
 @pytest.mark.parametrize("op", UNARY_INPLACE)
@@ -1003,6 +998,8 @@ def test_unary_inplace(device, op):
                      atol=1e-6 if op == "erf" else None)
     elif op in SAME_UNARY:
         assert_close(x, SAME_UNARY[op](a))
+    else:
+        assert_close(x, _EXTRA_REF[op](a))
 
 
 def test_unary_inplace_int_keeps_dtype(device):
@@ -1114,3 +1111,20 @@ def test_add_and_sub_scale_a_python_number_by_alpha(device):
     np.testing.assert_array_equal(rc.sub(a, 1, alpha=2).numpy(), [-1.0, -1.0])
     np.testing.assert_array_equal(a.clone().add_(1, alpha=2).numpy(), [3.0, 3.0])
     np.testing.assert_array_equal(rc.add(a, 2.0, alpha=0.5).numpy(), [2.0, 2.0])
+
+
+def test_pow_of_bool(device):
+    """As in PyTorch: bool ** bool tensor raises, bool ** a Python bool is x or
+    all True; no bool kernel is ever asked for a power."""
+    x = rc.tensor([True, False], device=device)
+    with pytest.raises(RuntimeError, match="pow"):
+        rc.pow(x, x)
+    with pytest.raises(RuntimeError, match="pow"):
+        True ** x
+    assert (x ** True).tolist() == [True, False] and (x ** True).dtype is rc.bool_
+    assert (x ** False).tolist() == [True, True]
+    torch = pytest.importorskip("torch")
+    t = torch.tensor([True, False])
+    assert (t ** True).tolist() == (x ** True).tolist() and (t ** False).tolist() == (x ** False).tolist()
+    with pytest.raises(RuntimeError, match="pow"):
+        torch.pow(t, t)

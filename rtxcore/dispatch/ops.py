@@ -23,8 +23,9 @@ Conventions every kernel follows (``View`` below means whatever the backend's
 * Reductions get ``axes``, a sorted tuple of distinct non-negative ints;
   ``out`` has ``x``'s shape with those axes set to 1.
 
-``rtxcore.testing.conformance`` checks every primitive against NumPy through the
-core (``python -m rtxcore.testing.conformance mydev`` prints the table); running
+``rtxcore.testing`` checks every kernel a backend supplies against the NumPy
+reference of its ``OpSpec`` (``python -m rtxcore.testing mydev`` prints the
+table); running
 rtxcore's whole test suite on a device (``RTX_TEST_DEVICES=mydev pytest tests``
 in a checkout) checks the rest.
 """
@@ -32,21 +33,170 @@ in a checkout) checks the rest.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Callable
 
 __all__ = ["OpSpec", "PRIMITIVES", "COMPOSITES", "UNARY", "BINARY", "COMPARE",
-           "REDUCE", "is_known_op"]
+           "REDUCE", "DOMAINS", "is_known_op", "kernel_dtypes", "reference", "spec"]
+
+# The dtype domains a kernel may receive (after the core's promotion): OpSpec.dtypes.
+_FLOATS = ("float16", "float32", "float64")
+_INTS = ("uint8", "int8", "int16", "int32", "int64")
+DOMAINS: dict[str, tuple[str, ...]] = {
+    "all": ("bool", *_INTS, *_FLOATS),
+    "nonbool": (*_INTS, *_FLOATS),
+    "float": _FLOATS,
+    "wide": ("int64", *_FLOATS),  # sum/prod: the core widens bool and ints to int64 first
+}
 
 
 @dataclass(frozen=True)
 class OpSpec:
+    """Everything the project knows about one kernel-level op, in one place.
+
+    ``result``: what the front-end makes of integer and bool inputs -- ``same``
+    (the promoted dtype), ``float`` (ints and bool promote to the default float
+    before the kernel runs), ``bool`` (computed in the promoted dtype, result
+    bool), ``int64`` (an index), or ``""`` (memory ops). ``inplace``: the name of
+    the in-place tensor method that writes straight through the kernel (``add_``),
+    or None. ``operands``: the kernel's input names, after its outputs (atan2 would
+    say ``("y", "x")``). ``dtypes``: a key of :data:`DOMAINS`, the dtypes the
+    core sends the kernel. ``ref``: the NumPy reference, a callable or a dotted
+    name (``"numpy.add"``) resolved by :func:`reference`; for a reduction it takes
+    ``axis`` and ``keepdims``. ``aliases``: other public names of the front-end.
+    """
+
     name: str
     family: str
     signature: str
     doc: str
+    result: str = ""
+    inplace: str | None = None
+    operands: tuple[str, ...] = ()
+    dtypes: str = "all"
+    ref: str | Callable[..., Any] | None = None
+    aliases: tuple[str, ...] = ()
 
 
-def _specs(family: str, signature: str, names_docs: dict[str, str]) -> list[OpSpec]:
-    return [OpSpec(n, family, signature.format(op=n), d) for n, d in names_docs.items()]
+def _e(name: str, family: str, doc: str, *, result: str = "same", inplace: str | None = None,
+       operands: tuple[str, ...] = ("x",), dtypes: str = "all", ref: Any = None,
+       aliases: tuple[str, ...] = (), outs: str = "out", note: str = "") -> OpSpec:
+    """An elementwise / reduction spec; its signature is built from its operands."""
+    sig = f"{name}({outs}, {', '.join(operands)})" + (f"  # {note}" if note else "")
+    return OpSpec(name, family, sig, doc, result, inplace, operands, dtypes,
+                  ref if ref is not None else f"numpy.{name}", aliases)
+
+
+# -- NumPy references the numpy namespace lacks under the op's name -------------------
+
+
+def _int_pow(x: Any, y: Any) -> Any:
+    """``x ** y`` with C's integer rule for negative powers (1 for x = 1, +-1 for
+    x = -1, else 0); floats as numpy.power."""
+    import numpy as np
+
+    x, y = np.asarray(x), np.asarray(y)
+    if x.dtype.kind not in "iu" and y.dtype.kind not in "iu":
+        return np.power(x, y)
+    dt = np.result_type(x, y)
+    x, y = np.broadcast_arrays(x.astype(dt), y.astype(dt))
+    neg = y < 0
+    with np.errstate(all="ignore"):
+        out = np.power(x, np.where(neg, 0, y))
+    odd = (y % 2) != 0
+    special = np.where(x == 1, 1, np.where(x == -1, np.where(odd, -1, 1), 0)).astype(dt)
+    return np.where(neg, special, out).astype(dt)
+
+
+def _sum(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    """numpy.sum, float16 accumulated in float32 (PyTorch's rule)."""
+    import numpy as np
+
+    acc = np.float32 if x.dtype == np.float16 else x.dtype
+    return np.sum(x, axis=axis, keepdims=keepdims, dtype=acc).astype(x.dtype)
+
+
+def _prod(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    """numpy.prod, float16 accumulated in float32 (PyTorch's rule)."""
+    import numpy as np
+
+    acc = np.float32 if x.dtype == np.float16 else x.dtype
+    return np.prod(x, axis=axis, keepdims=keepdims, dtype=acc).astype(x.dtype)
+
+
+def _sigmoid(x: Any) -> Any:
+    import numpy as np
+
+    with np.errstate(over="ignore"):
+        return (1.0 / (1.0 + np.exp(-x.astype(np.float64)))).astype(x.dtype)
+
+
+def _erf(x: Any) -> Any:
+    import math
+
+    import numpy as np
+
+    return np.vectorize(math.erf, otypes=[np.float64])(x.astype(np.float64)).astype(x.dtype)
+
+
+def _softmax(x: Any, axis: int) -> Any:
+    import numpy as np
+
+    w = x.astype(np.float64)
+    if not w.size:
+        return x.copy()
+    e = np.exp(w - np.max(w, axis=axis, keepdims=True))
+    return (e / np.sum(e, axis=axis, keepdims=True)).astype(x.dtype)
+
+
+def _log_softmax(x: Any, axis: int) -> Any:
+    import numpy as np
+
+    w = x.astype(np.float64)
+    if not w.size:
+        return x.copy()
+    m = np.max(w, axis=axis, keepdims=True)
+    return (w - m - np.log(np.sum(np.exp(w - m), axis=axis, keepdims=True))).astype(x.dtype)
+
+
+def _cumsum(x: Any, axis: int) -> Any:
+    import numpy as np
+
+    acc = np.float32 if x.dtype == np.float16 else x.dtype
+    return np.cumsum(x, axis=axis, dtype=acc).astype(x.dtype)
+
+
+def _arg(fn: str) -> Callable[..., Any]:
+    def ref(x: Any, axis: int, keepdims: bool = True) -> Any:
+        import numpy as np
+
+        return getattr(np, fn)(x, axis=axis, keepdims=keepdims).astype(np.int64)
+
+    ref.__name__ = f"_{fn}"
+    return ref
+
+
+def reference(spec: OpSpec) -> Callable[..., Any] | None:
+    """The spec's NumPy reference as a callable (a dotted name is imported)."""
+    ref = spec.ref
+    if ref is None or callable(ref):
+        return ref
+    import importlib
+
+    module, _, attr = ref.rpartition(".")
+    return getattr(importlib.import_module(module), attr)
+
+
+def kernel_dtypes(spec: OpSpec) -> tuple[str, ...]:
+    """The dtype names the core may send ``spec``'s kernel."""
+    return DOMAINS[spec.dtypes]
+
+
+def spec(name: str) -> OpSpec:
+    """The OpSpec of a primitive or a composite kernel."""
+    s = PRIMITIVES.get(name) or COMPOSITES.get(name)
+    if s is None:
+        raise KeyError(f"no op named {name!r} in rtxcore.dispatch.ops")
+    return s
 
 
 UNARY = {
@@ -71,10 +221,56 @@ COMPARE = {
 }
 REDUCE = {
     "sum": "sum over axes (float16 accumulates in float32)",
-    "prod": "product over axes",
+    "prod": "product over axes (float16 accumulates in float32)",
     "max": "largest over axes (nan propagates)",
     "min": "smallest over axes (nan propagates)",
 }
+
+# the per-op facts of the elementwise and reduction primitives (docs above)
+_FLOAT_UNARY = ("exp", "log", "sqrt", "sin", "cos", "tanh", "reciprocal")
+_UNARY_SPECS = [
+    _e("neg", "unary", UNARY["neg"], inplace="neg_", dtypes="nonbool", ref="numpy.negative"),
+    _e("abs", "unary", UNARY["abs"], inplace="abs_", ref="numpy.abs"),
+    _e("sign", "unary", UNARY["sign"], inplace="sign_", dtypes="nonbool"),
+    *[_e(n, "unary", UNARY[n], result="float", inplace=n + "_", dtypes="float")
+      for n in _FLOAT_UNARY],
+    _e("floor", "unary", UNARY["floor"], inplace="floor_", dtypes="float"),
+    _e("logical_not", "unary", UNARY["logical_not"], result="bool", inplace="logical_not_"),
+]
+_BINARY_SPECS = [
+    _e("add", "binary", BINARY["add"], inplace="add_", operands=("x", "y")),
+    _e("sub", "binary", BINARY["sub"], inplace="sub_", operands=("x", "y"), dtypes="nonbool",
+       ref="numpy.subtract", aliases=("subtract",)),
+    _e("mul", "binary", BINARY["mul"], inplace="mul_", operands=("x", "y"),
+       ref="numpy.multiply", aliases=("multiply",)),
+    _e("div", "binary", BINARY["div"], result="float", inplace="div_", operands=("x", "y"),
+       dtypes="float", ref="numpy.true_divide", aliases=("true_divide", "divide")),
+    _e("pow", "binary", BINARY["pow"], inplace="pow_", operands=("x", "y"), dtypes="nonbool",
+       ref=_int_pow),
+    _e("maximum", "binary", BINARY["maximum"], inplace="maximum_", operands=("x", "y")),
+    _e("minimum", "binary", BINARY["minimum"], inplace="minimum_", operands=("x", "y")),
+    _e("logical_and", "binary", BINARY["logical_and"], result="bool", inplace="logical_and_",
+       operands=("x", "y")),
+    _e("logical_or", "binary", BINARY["logical_or"], result="bool", inplace="logical_or_",
+       operands=("x", "y")),
+]
+_COMPARE_NP = {"eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal",
+               "gt": "greater", "ge": "greater_equal"}
+_COMPARE_ALIASES = {"ne": ("not_equal",), "lt": ("less",), "le": ("less_equal",),
+                    "gt": ("greater",), "ge": ("greater_equal",)}
+_COMPARE_SPECS = [
+    _e(n, "compare", COMPARE[n], result="bool", operands=("x", "y"), note="out is bool",
+       ref=f"numpy.{_COMPARE_NP[n]}", aliases=_COMPARE_ALIASES.get(n, ()))
+    for n in COMPARE
+]
+_REDUCE_SPECS = [
+    _e("sum", "reduce", REDUCE["sum"], operands=("x", "axes"), dtypes="wide", ref=_sum),
+    _e("prod", "reduce", REDUCE["prod"], operands=("x", "axes"), dtypes="wide", ref=_prod),
+    _e("max", "reduce", REDUCE["max"], operands=("x", "axes"), ref="numpy.max",
+       aliases=("amax",)),
+    _e("min", "reduce", REDUCE["min"], operands=("x", "axes"), ref="numpy.min",
+       aliases=("amin",)),
+]
 
 _MEMORY = [
     OpSpec("empty", "memory", "empty(shape, dtype, index) -> (buffer, View)",
@@ -88,88 +284,123 @@ _MEMORY = [
            "x's elements as a numpy array of x's shape: a new array, except on a "
            "backend with shares_host_memory = True, where it may be a view of x "
            "(that is how numpy() is zero-copy on cpu)"),
-    OpSpec("full", "memory", "full(out, value)", "fill out with a scalar"),
+    OpSpec("full", "memory", "full(out, value)", "fill out with a scalar", operands=("value",)),
     OpSpec("arange", "memory", "arange(out, start, step)",
            "out (1-D) [i] = start + i*step, computed wide (float64/int64 where "
-           "the device has them) and stored in out's dtype"),
+           "the device has them) and stored in out's dtype", operands=("start", "step")),
     OpSpec("copy", "memory", "copy(out, x)",
-           "out = x, same dtype and shape, any strides on both sides"),
+           "out = x, same dtype and shape, any strides on both sides", operands=("x",)),
     OpSpec("cast", "memory", "cast(out, x)",
            "out = x converted to out's dtype (C casts: float->int truncates; "
-           "to bool is x != 0)"),
+           "to bool is x != 0)", operands=("x",)),
     OpSpec("uniform", "memory", "uniform(out, low, high, seed, offset)",
            "floats in [low, high) (mind float16: a float32 draw near 1 rounds "
            "to 1.0); the same (seed, offset) gives the same numbers; between "
-           "calls the core advances offset by at least out's size"),
+           "calls the core advances offset by at least out's size", dtypes="float",
+           operands=("low", "high", "seed", "offset")),
     OpSpec("normal", "memory", "normal(out, mean, std, seed, offset)",
-           "normally distributed floats, seeded like uniform"),
+           "normally distributed floats, seeded like uniform", dtypes="float",
+           operands=("mean", "std", "seed", "offset")),
 ]
 
 _INDEXING = [
     OpSpec("gather", "indexing", "gather(out, x, dim, index)",
            "out[i][j] = x[index[i][j]][j] for dim=0 (PyTorch's gather); index "
-           "is int64 and has out's shape; indices are in range"),
+           "is int64 and has out's shape; indices are in range", result="same",
+           operands=("x", "dim", "index")),
     OpSpec("scatter_add", "indexing", "scatter_add(out, dim, index, src)",
            "out[index[i][j]][j] += src[i][j] for dim=0, accumulating repeats; "
-           "index has src's shape"),
+           "index has src's shape; float16 sums in float32 or wider, rounded once",
+           result="same", operands=("dim", "index", "src")),
     OpSpec("index", "indexing", "index(out, x, indices)",
            "advanced indexing on x's leading dims: `indices` is a tuple of k "
            "int64 Views of one shape S (in range, non-negative); "
-           "out (S + x.shape[k:]) = x[indices]"),
+           "out (S + x.shape[k:]) = x[indices]", result="same", operands=("x", "indices")),
     OpSpec("masked_select", "indexing", "masked_select(out, x, mask)",
            "out (1-D, length = number of True) = x's elements where mask "
-           "(bool, x's shape) is True, in row-major order"),
+           "(bool, x's shape) is True, in row-major order", result="same",
+           operands=("x", "mask")),
 ]
 
 PRIMITIVES: dict[str, OpSpec] = {
     s.name: s
     for s in [
         *_MEMORY,
-        *_specs("unary", "{op}(out, x)", UNARY),
-        *_specs("binary", "{op}(out, x, y)", BINARY),
-        *_specs("compare", "{op}(out, x, y)  # out is bool", COMPARE),
+        *_UNARY_SPECS,
+        *_BINARY_SPECS,
+        *_COMPARE_SPECS,
         OpSpec("where", "ternary", "where(out, cond, x, y)",
-               "out = x where cond (bool) else y"),
-        *_specs("reduce", "{op}(out, x, axes)", REDUCE),
+               "out = x where cond (bool) else y", result="same",
+               operands=("cond", "x", "y"), ref="numpy.where"),
+        *_REDUCE_SPECS,
         OpSpec("argmax", "reduce", "argmax(out, x, axis)",
                "int64 index of the first largest value along one axis; out "
-               "keeps that axis with size 1"),
+               "keeps that axis with size 1", result="int64", operands=("x", "axis"),
+               ref=_arg("argmax")),
         OpSpec("argmin", "reduce", "argmin(out, x, axis)",
-               "int64 index of the first smallest value along one axis"),
+               "int64 index of the first smallest value along one axis",
+               result="int64", operands=("x", "axis"), ref=_arg("argmin")),
         OpSpec("matmul", "matmul", "matmul(out, a, b)",
                "a (*B, n, k) @ b (*B, k, m) -> out (*B, n, m); batch dims "
-               "already equal (broadcast by the core with stride-0 views)"),
+               "already equal (broadcast by the core with stride-0 views)",
+               result="same", operands=("a", "b"), dtypes="nonbool", ref="numpy.matmul"),
         *_INDEXING,
     ]
 }
 
 # Ops the core builds from primitives, which a backend may implement directly
 # under the same name and signature (the core prefers the backend's kernel).
-COMPOSITES: dict[str, str] = {
-    "expm1": "expm1(out, x)", "log1p": "log1p(out, x)", "log2": "log2(out, x)",
-    "tan": "tan(out, x)", "ceil": "ceil(out, x)", "round": "round(out, x)  # half to even",
-    "trunc": "trunc(out, x)", "isnan": "isnan(out, x)", "isinf": "isinf(out, x)",
-    "sigmoid": "sigmoid(out, x)", "erf": "erf(out, x)",
-    "floor_divide": "floor_divide(out, x, y)", "remainder": "remainder(out, x, y)",
-    "logical_xor": "logical_xor(out, x, y)",
-    "cumsum": "cumsum(out, x, axis)",
-    "softmax": "softmax(out, x, axis)  # float x; each slice along axis sums to 1",
-    "log_softmax": "log_softmax(out, x, axis)  # float x",
-    "gelu": "gelu(out, x, approximate)  # approximate: 'none' (x * Phi(x)) or 'tanh'",
-    "gelu_backward": "gelu_backward(out, g, x, y, approximate)  # out = g * gelu'(x), "
-                     "y = gelu(x)",
-    "layer_norm": "layer_norm(out, mean, rstd, x, weight, bias, eps)  # x (M, N) contiguous, "
-                  "normalized per row (biased variance); mean, rstd (M, 1); weight, bias "
-                  "(N,) or None",
-    "max_pool2d_tiled": "max_pool2d_tiled(values, indices, x, kh, kw)  # x (N, C, H, W); "
-                        "values, indices (N, C, H // kh, W // kw): each kh x kw tile's max and "
-                        "the flat index into H*W of its first maximum (or first NaN)",
-    "max_pool2d_tiled_backward": "max_pool2d_tiled_backward(out, g, indices)  # out (N, C, H, "
-                                 "W) zeros with g (N, C, OH, OW) at indices (into H*W, no "
-                                 "repeats within a plane)",
-    "sort": "sort(values, indices, x, axis, descending)  # stable",
-    "index_put": "index_put(out, indices, values)  # out[indices] = values, "
-                 "indices as for `index`, values broadcast to the indexed shape",
+def _c(name: str, family: str, signature: str, doc: str = "", **kw: Any) -> OpSpec:
+    return OpSpec(name, family, signature, doc or signature, **kw)
+
+
+_FLOAT_COMPOSITES = {"expm1": "numpy.expm1", "log1p": "numpy.log1p", "log2": "numpy.log2",
+                     "tan": "numpy.tan", "sigmoid": _sigmoid, "erf": _erf}
+COMPOSITES: dict[str, OpSpec] = {
+    s.name: s
+    for s in [
+        *[_e(n, "unary", n, result="float", inplace=n + "_", dtypes="float", ref=r)
+          for n, r in _FLOAT_COMPOSITES.items()],
+        _e("ceil", "unary", "round up", inplace="ceil_", dtypes="float"),
+        _e("round", "unary", "round half to even", inplace="round_", dtypes="float",
+           note="half to even"),
+        _e("trunc", "unary", "round towards 0", inplace="trunc_", dtypes="float",
+           aliases=("fix",)),
+        _e("isnan", "unary", "out (bool) = x is nan", result="bool", dtypes="float"),
+        _e("isinf", "unary", "out (bool) = x is +-inf", result="bool", dtypes="float"),
+        _e("floor_divide", "binary", "floor(x / y); integer division by 0 never reaches "
+           "the kernel", inplace="floor_divide_", operands=("x", "y"), dtypes="nonbool"),
+        _e("remainder", "binary", "x - floor_divide(x, y) * y: the divisor's sign",
+           inplace="remainder_", operands=("x", "y"), dtypes="nonbool"),
+        _e("logical_xor", "binary", "out (bool) = x xor y", result="bool",
+           inplace="logical_xor_", operands=("x", "y")),
+        _e("cumsum", "scan", "running sum along axis", operands=("x", "axis"),
+           dtypes="wide", ref=_cumsum),
+        _e("softmax", "scan", "each slice along axis sums to 1", operands=("x", "axis"),
+           dtypes="float", ref=_softmax, note="float x; each slice along axis sums to 1"),
+        _e("log_softmax", "scan", "log of softmax", operands=("x", "axis"), dtypes="float",
+           ref=_log_softmax, note="float x"),
+        _c("gelu", "activation",
+           "gelu(out, x, approximate)  # approximate: 'none' (x * Phi(x)) or 'tanh'",
+           operands=("x", "approximate"), dtypes="float"),
+        _c("gelu_backward", "activation", "gelu_backward(out, g, x, y, approximate)  # out = g "
+           "* gelu'(x), y = gelu(x)", operands=("g", "x", "y", "approximate"), dtypes="float"),
+        _c("layer_norm", "norm", "layer_norm(out, mean, rstd, x, weight, bias, eps)  # x (M, N) "
+           "contiguous, normalized per row (biased variance); mean, rstd (M, 1); weight, bias "
+           "(N,) or None", operands=("x", "weight", "bias", "eps"), dtypes="float"),
+        _c("max_pool2d_tiled", "pool", "max_pool2d_tiled(values, indices, x, kh, kw)  # x (N, C, "
+           "H, W); values, indices (N, C, H // kh, W // kw): each kh x kw tile's max and the "
+           "flat index into H*W of its first maximum (or first NaN)",
+           operands=("x", "kh", "kw"), dtypes="float"),
+        _c("max_pool2d_tiled_backward", "pool", "max_pool2d_tiled_backward(out, g, indices)  # "
+           "out (N, C, H, W) zeros with g (N, C, OH, OW) at indices (into H*W, no repeats "
+           "within a plane)", operands=("g", "indices"), dtypes="float"),
+        _c("sort", "scan", "sort(values, indices, x, axis, descending)  # stable",
+           operands=("x", "axis", "descending"), dtypes="nonbool"),
+        _c("index_put", "indexing", "index_put(out, indices, values)  # out[indices] = values, "
+           "indices as for `index`, values broadcast to the indexed shape",
+           operands=("indices", "values")),
+    ]
 }
 
 

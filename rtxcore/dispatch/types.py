@@ -111,8 +111,9 @@ class Backend:
         distribution: the installed distribution that ships it (for ``rtx info``).
         version: the backend's version string.
         shares_host_memory: True only when buffers are host memory the core may
-            hand to NumPy (rtx_cpu). Then ``from_host`` may keep the array it is
-            given and ``to_host`` may return a view; otherwise ``from_host``
+            hand to NumPy (rtx_cpu). Then ``from_host`` keeps the array it is
+            given and ``to_host`` returns a view, so ``numpy()`` and
+            ``as_tensor`` share memory on the device; otherwise ``from_host``
             copies and ``to_host`` returns a new array.
         dlpack_device: the DLPack device type of this backend's memory (1 CPU,
             2 CUDA), or None when it can't exchange tensors through DLPack. A

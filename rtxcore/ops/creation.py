@@ -94,17 +94,27 @@ def tensor(data: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
 
 
 def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
-    """Like ``tensor`` but shares memory when it can (a tensor already right, or a
-    numpy array on cpu with the wanted dtype)."""
+    """Like ``tensor`` but shares memory when it can: a tensor already right, or
+    a numpy array of the wanted dtype on a device whose backend shares host
+    memory (``Backend.shares_host_memory``: cpu, any strides; another such
+    backend, a C-contiguous array)."""
     dt = None if dtype is None else D.as_dtype(dtype)
     if isinstance(data, Tensor):
         return data.to(device=device if device is not None else data._device, dtype=dt or data._dtype)
     dev = ready_device(device)
-    if isinstance(data, np.ndarray) and dev.type == "cpu" and (dt is None or dt.numpy == data.dtype):
-        try:
-            return from_numpy(data)
-        except (TypeError, ValueError):
-            pass
+    if (isinstance(data, np.ndarray) and dev.backend.shares_host_memory
+            and (dt is None or dt.numpy == data.dtype)):
+        if dev.type == "cpu":
+            try:
+                return from_numpy(data)
+            except (TypeError, ValueError):
+                pass
+        elif data.flags.c_contiguous and data.dtype in D._BY_NUMPY:
+            dtype_ = D._BY_NUMPY[data.dtype]
+            check_dtype(dtype_, dev)
+            buf, _ = kernel(dev, "from_host")(data, dtype_, dev.index)  # kept: the flag's promise
+            return make(Storage(buf, dev), tuple(data.shape), _cstrides_for(data.shape), 0,
+                        dtype_, dev)
     return tensor(data, dtype=dt, device=dev)
 
 
@@ -124,30 +134,40 @@ _DLPACK_NAMES = {1: "CPU", 2: "CUDA", 3: "CUDA host", 4: "OpenCL", 7: "Vulkan", 
                  10: "ROCm"}
 
 
-def from_dlpack(ext: Any) -> Tensor:
+def from_dlpack(ext: Any, *, device: Any = None) -> Tensor:
     """A tensor sharing the memory of ``ext`` (anything with ``__dlpack__``: a
-    NumPy or CuPy array, a PyTorch tensor, ...), on the backend that owns that
-    kind of memory: cpu for host memory, cuda for CUDA memory."""
+    NumPy or CuPy array, a PyTorch tensor, ...). Without ``device``, on the
+    backend that owns that kind of memory -- cpu for host memory (kDLCPU), cuda
+    for CUDA memory. ``device=`` names the device: one whose backend's
+    ``dlpack_device`` is that kind shares the memory (a second host-memory
+    backend takes kDLCPU arrays this way); any other gets a copy."""
     if isinstance(ext, Tensor):
-        return ext.detach()
+        return ext.detach() if device is None else ext.detach().to(device)
     if not hasattr(ext, "__dlpack_device__") or not hasattr(ext, "__dlpack__"):
         raise TypeError(f"from_dlpack: expected an object with __dlpack__ and "
                         f"__dlpack_device__, got {type(ext).__name__}")
     kind, index = ext.__dlpack_device__()
     kind, index = int(kind), int(index)
-    from ..dispatch.registry import registry
-
-    registry.ensure_loaded()
-    for name, entry in registry.backends.items():
-        b = entry.backend
-        if b.dlpack_device == kind:
-            break
+    what = f"DLPack device type {kind} ({_DLPACK_NAMES.get(kind, 'unknown')})"
+    if device is not None:
+        dev = ready_device(device)
+        b = dev.backend
+        if b.dlpack_device != kind or (kind != 1 and dev.index != index):
+            # memory that device can't hold: shared where it lives, then copied (PyTorch's rule)
+            return from_dlpack(ext).to(dev)
+        index = dev.index
     else:
-        raise RuntimeError(
-            f"from_dlpack: no installed backend holds DLPack device type {kind} "
-            f"({_DLPACK_NAMES.get(kind, 'unknown')})"
-        )
-    dev = ready_device("cpu" if name == "cpu" and index == 0 else f"{name}:{index}")
+        from ..dispatch.registry import registry
+
+        registry.ensure_loaded()
+        # every backend that takes this kind; host memory goes to cpu unless
+        # device= says otherwise (other host backends are reached only that way)
+        takers = [n for n, e in registry.backends.items() if e.backend.dlpack_device == kind]
+        if not takers:
+            raise RuntimeError(f"from_dlpack: no installed backend holds {what}")
+        name = "cpu" if "cpu" in takers and kind == 1 else takers[0]
+        b = registry.backends[name].backend
+        dev = ready_device("cpu" if name == "cpu" and index == 0 else f"{name}:{index}")
     buf, shape, strides, offset = b.from_dlpack(ext, index)
     dtype = D._BY_NUMPY.get(np.dtype(buf.dtype))
     if dtype is None:

@@ -324,11 +324,25 @@ def frac(input: Tensor) -> Tensor:  # noqa: A002
 
 def fmod(input: Tensor, other: Any) -> Tensor:  # noqa: A002
     """C's fmod: the remainder of truncated division (the sign of ``input``),
-    from ``remainder`` (the sign of ``other``) moved back by ``other``."""
+    from ``remainder`` (the sign of ``other``): for floats of the magnitudes,
+    for integers moved back by ``other``."""
     _tensor("fmod", input)
-    r = E.remainder(input, other)
-    fix = E.logical_and(E.ne(r, 0), E.ne(E.lt(r, 0), E.lt(input, 0)))
-    return E.where(fix, E.sub(r, other), r)
+    if D.result_type(input, other).kind != "f":
+        r = E.remainder(input, other)
+        fix = E.logical_and(E.ne(r, 0), E.ne(E.lt(r, 0), E.lt(input, 0)))
+        return E.where(fix, E.sub(r, other), r)
+    # floats: |input| mod |other| is exact (moving r back by other is not: it
+    # rounds, 0.5 - 65504 in float16), then input's sign; a zero input keeps its
+    # own sign (fmod(-0.0, y) is -0.0, fmod(0.5, -0.5) is +0.0)
+    den = E.abs(other) if isinstance(other, Tensor) else abs(other)
+    r = E.remainder(E.abs(input), den)
+    r = E.where(E.lt(input, 0), E.neg(r), r)
+    zero = E.eq(input, 0)
+    if isinstance(den, Tensor):
+        keep = E.logical_and(zero, E.gt(den, 0))  # (a NaN or zero divisor: NaN stays)
+    else:
+        keep = zero if den > 0 else None
+    return r if keep is None else E.where(keep, input, r)
 
 
 def logit(input: Tensor, eps: float | None = None) -> Tensor:  # noqa: A002

@@ -183,6 +183,13 @@ def var(x: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False,
 
 def std(x: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
         correction: Any = None) -> Tensor:
+    if isinstance(x, Tensor) and x._dtype is D.float16:
+        # the root taken in the accumulation dtype, rounded once: a float16
+        # variance past 65504 still has a finite std (PyTorch's)
+        wide = _acc_dtype(D.float16, x._device)
+        if wide is not D.float16:
+            v = var(cast(x, wide), dim, unbiased, keepdim, correction=correction)
+            return cast(E.sqrt(v), D.float16)
     return E.sqrt(var(x, dim, unbiased, keepdim, correction=correction))
 
 

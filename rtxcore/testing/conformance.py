@@ -1,40 +1,34 @@
-"""The per-primitive conformance suite, generated from ``rtxcore.dispatch.ops``.
+"""The conformance suite's per-primitive semantic checks, and the suite run in
+process.
 
-Every primitive gets one check that drives its kernel through the core with the
-layouts kernels must handle (offsets, non-contiguous strides, stride-0
-broadcasts, scalar operands, in-place aliasing) and compares with NumPy.
+``python -m rtxcore.testing DEVICE`` (or ``pytest --rtx-backend DEVICE``) is the
+one command: it runs every row of ``rtxcore.testing.layouts`` (every kernel the
+device supplies -- primitives and the composites it overrides -- on every dtype
+it claims and every layout, each op in isolation), these semantic checks, and
+smoke tests of composites, autograd and training, and prints one table.
+``python -m rtxcore.testing.conformance DEVICE`` is the same command.
+
+The checks below go through the public front-ends (scalars, in place, integer
+powers, seeds, ownership of host memory) and read each op's facts from its
+``OpSpec`` in ``rtxcore.dispatch.ops``. From Python::
 
     from rtxcore.testing.conformance import run, format_table
-    print(format_table(run("mydev")))
-
-A third-party backend runs exactly what rtxcore's own backends run.
+    print(format_table(run("mydev"), "mydev"))
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable
 
 import numpy as np
 
 from ..dispatch import ops as OPS
 from . import assert_close
+from .layouts import stable_seed
 
 Check = Callable[[str], None]
 CHECKS: dict[str, Check] = {}
-
-_UNARY_REF = {
-    "neg": np.negative, "abs": np.abs, "sign": np.sign, "exp": np.exp, "log": np.log,
-    "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos, "tanh": np.tanh,
-    "reciprocal": np.reciprocal, "floor": np.floor, "logical_not": np.logical_not,
-}
-_BINARY_REF = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
-    "pow": np.power, "maximum": np.maximum, "minimum": np.minimum,
-    "logical_and": np.logical_and, "logical_or": np.logical_or,
-    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
-    "gt": np.greater, "ge": np.greater_equal,
-}
-_REDUCE_REF = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}
 
 
 def _rc() -> Any:
@@ -63,7 +57,7 @@ def _strided(device: str, base: np.ndarray) -> tuple[Any, np.ndarray]:
 
 
 def _data(op: str) -> np.ndarray:
-    rng = np.random.default_rng(abs(hash(op)) % 2**32)
+    rng = np.random.default_rng(stable_seed(op))
     x = rng.uniform(-3, 3, (3, 4)).astype(np.float32)
     if op in ("log", "sqrt", "pow"):
         x = np.abs(x) + 0.1
@@ -77,13 +71,14 @@ def _unary(op: str) -> Check:
         rc = _rc()
         x, xn = _strided(device, _data(op))
         out = getattr(rc, op)(x)
-        assert_close(out, _UNARY_REF[op](xn), rtol=2e-6, atol=1e-6)
+        assert_close(out, OPS.reference(OPS.spec(op))(xn), rtol=2e-6, atol=1e-6)
 
     return check
 
 
 def _binary(op: str) -> Check:
-    logical = op.startswith("logical") or op in OPS.COMPARE
+    spec = OPS.spec(op)
+    ref = OPS.reference(spec)
 
     def check(device: str) -> None:
         rc = _rc()
@@ -93,29 +88,33 @@ def _binary(op: str) -> Check:
             yn = np.round(yn).astype(np.float32)
         y = rc.tensor(yn, device=device)
         fn = getattr(rc, op)
-        ref = _BINARY_REF[op]
         assert_close(fn(x, y), ref(xn, yn), rtol=2e-6, atol=1e-6)
         assert_close(fn(x, 2.0), ref(xn, np.float32(2.0)), rtol=2e-6, atol=1e-6)
-        if op not in ("pow",):
-            assert_close(fn(2.0, x), ref(np.float32(2.0), xn), rtol=2e-6, atol=1e-6)
+        assert_close(fn(2.0, x), ref(np.float32(2.0), xn), rtol=2e-6, atol=1e-6)
+        # integer operands: the result kind says what the front-end makes of them
         it = next((t for t in ("int32", "int64") if claims(device, op, t)), None)
-        if it is not None and (op != "div" or claims(device, op, "float32")):
-            xi = rc.tensor([[5, -7, 0, 3]], dtype=getattr(rc, it), device=device)
-            yi = rc.tensor([2, 3, 4, 1], dtype=getattr(rc, it), device=device)
+        if spec.result == "float":
+            it = next((t for t in ("int32", "int64") if claims(device, "cast", t)), None) \
+                if claims(device, op, "float32") else None
+        if it is not None:
             xin, yin = np.array([[5, -7, 0, 3]], it), np.array([2, 3, 4, 1], it)
-            if op == "div":
-                assert_close(fn(xi, yi), (xin / yin).astype(np.float32))
-            elif op != "pow":
-                assert_close(fn(xi, yi), ref(xin, yin))
-        if not logical:
+            xi = rc.tensor(xin, device=device)
+            yi = rc.tensor(yin, device=device)
+            want = ref(xin, yin)
+            if spec.result == "float":
+                want = ref(xin.astype(np.float32), yin.astype(np.float32))
+            assert_close(fn(xi, yi), want)
+        if spec.inplace:
             # in place: the kernel gets the target as both `out` and `x`
+            # (a bool result is written back in the target's dtype)
+            want = ref(xn, yn).astype(xn.dtype)
             z = rc.tensor(xn, device=device)
-            getattr(z, op + "_")(y)
-            assert_close(z, ref(xn, yn), rtol=2e-6, atol=1e-6)
+            getattr(z, spec.inplace)(y)
+            assert_close(z, want, rtol=2e-6, atol=1e-6)
             # ... and the target may be strided (a transposed view)
             w = rc.tensor(np.ascontiguousarray(xn.T), device=device).t()
-            getattr(w, op + "_")(y)
-            assert_close(w, ref(xn, yn), rtol=2e-6, atol=1e-6)
+            getattr(w, spec.inplace)(y)
+            assert_close(w, want, rtol=2e-6, atol=1e-6)
         if op == "pow" and claims(device, op, "int64"):
             xi = rc.tensor([2, -1, 1, 3, -1], device=device)
             yi = rc.tensor([-1, -3, -2, 2, -2], device=device)
@@ -128,8 +127,9 @@ def _reduce(op: str) -> Check:
     def check(device: str) -> None:
         rc = _rc()
         x, xn = _strided(device, _data(op))
-        ref = _REDUCE_REF[op]
-        fn = {"sum": rc.sum, "prod": rc.prod, "max": rc.amax, "min": rc.amin}[op]
+        spec = OPS.spec(op)
+        ref = OPS.reference(spec)
+        fn = getattr(rc, next((a for a in spec.aliases if hasattr(rc, a)), op))
         for dim in ((0,), (1,), (0, 1)):
             if op == "prod" and len(dim) > 1:
                 continue
@@ -137,11 +137,29 @@ def _reduce(op: str) -> Check:
             assert_close(fn(x, d, keepdim=True), ref(xn, axis=dim, keepdims=True), rtol=1e-5, atol=1e-5)
         assert_close(fn(x), ref(xn), rtol=1e-5, atol=1e-5)
         if op == "sum" and claims(device, op, "float16"):
-            # float16 accumulates in float32: 3000 ones sum to 3000, not 2048
-            h = rc.ones(3000, dtype=rc.float16, device=device)
-            assert h.sum().item() == 3000.0 and h.sum().dtype == rc.float16
+            _float16_means(device)
 
     return check
+
+
+def _float16_means(device: str) -> None:
+    """float16 means accumulate in float32 (PyTorch), along every axis of long
+    rows and long columns, on every layout a kernel must read."""
+    from .layouts import laid_out
+
+    rc = _rc()
+    rng = np.random.default_rng(stable_seed("mean16"))
+    for shape in ((2100, 3), (3, 2100)):
+        a = rng.choice(np.float16([1.0, 0.5, 0.25, 1.25]), shape)
+        for lay in ("contiguous", "transposed", "sliced", "offset", "broadcast"):
+            x = laid_out(device, a, lay, rc.float16)
+            xv = np.broadcast_to(a[:1], a.shape) if lay == "broadcast" else a
+            for dim in (0, 1, None):
+                got = x.mean() if dim is None else x.mean(dim)
+                n = xv.size if dim is None else xv.shape[dim]
+                want = np.sum(xv, axis=dim, dtype=np.float32) / n
+                assert got.dtype == rc.float16, f"mean of float16 gave {got.dtype}"
+                assert_close(got, np.asarray(want).astype(np.float16))
 
 
 def _arg(op: str) -> Check:
@@ -149,7 +167,7 @@ def _arg(op: str) -> Check:
         rc = _rc()
         xn = np.array([[1.0, 5.0, 5.0, 0.0], [2.0, 2.0, -1.0, -1.0], [7.0, 0.0, 7.0, 3.0]], np.float32)
         x, _ = _strided(device, xn)
-        ref = np.argmax if op == "argmax" else np.argmin
+        ref = getattr(np, op)
         for dim in (0, 1):
             assert_close(getattr(rc, op)(x, dim), ref(xn, axis=dim))
         assert getattr(rc, op)(x).item() == int(ref(xn))
@@ -185,7 +203,7 @@ def _memory_checks() -> dict[str, Check]:
         y, _ = _strided(device, np.zeros((3, 4), np.float32))
         y.copy_(x)  # strided view -> strided view
         assert_close(y, xn)
-        z = _rc().zeros(4, 3, device=device)
+        z = _rc().tensor(np.zeros((4, 3), np.float32), device=device)
         z.t().copy_(x)
         assert_close(z, xn.T)
 
@@ -215,7 +233,7 @@ def _memory_checks() -> dict[str, Check]:
         assert x.tolist() == xn.tolist()
         if not rc.device(device).backend.shares_host_memory:
             # new memory: writing the host copy leaves the tensor alone
-            t = rc.zeros(3, device=device)
+            t = rc.tensor(np.zeros(3, np.float32), device=device)
             t.numpy()[0] = 5.0
             t.cpu()[1] = 6.0
             assert t.tolist() == [0.0, 0.0, 0.0], "to_host returned memory the tensor still uses"
@@ -275,12 +293,14 @@ def _other_checks() -> dict[str, Check]:
         rc = _rc()
         idn = np.array([[0, 0, 2, 0]])  # repeated index 0 must accumulate
         src = np.ones((1, 4), np.float32)
-        out = rc.zeros(3, 4, device=device).scatter_add(0, rc.tensor(idn, device=device), rc.tensor(src, device=device))
+        out = rc.tensor(np.zeros((3, 4), np.float32), device=device)
+        out.scatter_add_(0, rc.tensor(idn, device=device), rc.tensor(src, device=device))
         ref = np.zeros((3, 4), np.float32)
         np.add.at(ref, (idn, np.arange(4)[None]), src)
         assert_close(out, ref)
-        out1 = rc.zeros(2, 3, device=device).scatter_add(
-            1, rc.tensor([[0, 0, 0], [2, 1, 2]], device=device), rc.ones(2, 3, device=device))
+        out1 = rc.tensor(np.zeros((2, 3), np.float32), device=device)
+        out1.scatter_add_(1, rc.tensor([[0, 0, 0], [2, 1, 2]], device=device),
+                          rc.tensor(np.ones((2, 3), np.float32), device=device))
         assert out1.tolist() == [[3.0, 0.0, 0.0], [0.0, 1.0, 2.0]]
 
     def index(device: str) -> None:
@@ -291,7 +311,8 @@ def _other_checks() -> dict[str, Check]:
 
     def masked_select(device: str) -> None:
         x, xn = _strided(device, _data("masked_select"))
-        assert_close(x[x > 0], xn[xn > 0])
+        mask = _rc().tensor(xn > 0, device=device)  # (made on the host: no gt kernel)
+        assert_close(_rc().masked_select(x, mask), xn[xn > 0])
 
     return {f.__name__: f for f in (where, matmul, gather, scatter_add, index, masked_select)}
 
@@ -302,52 +323,170 @@ def _build() -> None:
             CHECKS[name] = _unary(name)
         elif spec.family in ("binary", "compare"):
             CHECKS[name] = _binary(name)
-        elif name in _REDUCE_REF:
+        elif name in OPS.REDUCE:
             CHECKS[name] = _reduce(name)
         elif name in ("argmax", "argmin"):
             CHECKS[name] = _arg(name)
     CHECKS.update(_memory_checks())
     CHECKS.update(_other_checks())
     missing = set(OPS.PRIMITIVES) - set(CHECKS)
-    assert not missing, f"primitives without a conformance check: {sorted(missing)}"
+    assert not missing, f"primitives without a semantic check (rtxcore/testing/conformance.py): {sorted(missing)}"
 
 
 _build()
 
 
-def run(device: str) -> dict[str, tuple[str, str]]:
-    """Run every check on ``device``: {op: ("pass" | "fail" | "missing", detail)}."""
+def audit(name: str) -> list[str]:
+    """What a primitive declared in ``rtxcore/dispatch/ops.py`` still lacks:
+    a front-end, its in-place twin, a NumPy reference, a conformance row, a
+    semantic check, a kernel in each installed backend (cpu, opencl, ...).
+    Empty when the primitive is complete."""
+    import rtxcore
+
+    from ..dispatch.registry import registry
+    from ..tensor import Tensor
+    from . import layouts
+
+    spec = OPS.PRIMITIVES[name]
+    lacks = []
+    if spec.family not in ("memory", "indexing", "matmul") and not any(
+            callable(getattr(rtxcore, n, None)) for n in (name, *spec.aliases)):
+        lacks.append(f"a front-end: rtxcore.{name} (rtxcore/ops/)")
+    if spec.inplace and not hasattr(Tensor, spec.inplace):
+        lacks.append(f"its in-place twin Tensor.{spec.inplace} (rtxcore/ops/elementwise.py)")
+    if spec.family in ("unary", "binary", "compare", "ternary", "reduce"):
+        try:
+            ref = OPS.reference(spec)
+        except (ImportError, AttributeError):
+            ref = None
+        if ref is None:
+            lacks.append(f"a NumPy reference (OpSpec.ref {spec.ref!r} in rtxcore/dispatch/ops.py)")
+    if name not in layouts.ROWS and name not in layouts.CASES:
+        lacks.append("a conformance row (rtxcore/testing/layouts.py)")
+    if name not in CHECKS:
+        lacks.append("a semantic check (rtxcore/testing/conformance.py)")
+    registry.ensure_loaded()
+    for bname, entry in sorted(registry.backends.items()):
+        if bname in ("cpu", "opencl", "cuda") and name not in entry.kernels:
+            lacks.append(f"a kernel in the {bname} backend (backends/rtx_{bname})")
+    return lacks
+
+
+def assert_complete(names: Any = None) -> None:
+    """Raise AssertionError naming every piece a declared primitive lacks."""
+    gaps = {n: audit(n) for n in (OPS.PRIMITIVES if names is None else names)}
+    gaps = {n: g for n, g in gaps.items() if g}
+    if gaps:
+        raise AssertionError("primitives declared in rtxcore/dispatch/ops.py but incomplete: " + "; ".join(
+            f"{n} lacks {', '.join(g)}" for n, g in gaps.items()))
+
+
+TABLE_BEGIN = "<!-- dtype table: generated from rtxcore/dispatch/ops.py by rtxcore.testing.conformance.dtype_table() -->"
+TABLE_END = "<!-- end of dtype table -->"
+
+
+def dtype_table() -> str:
+    """The Markdown table of the dtypes the core sends each kernel, and what the
+    front-end makes of integer inputs, from the OpSpecs (docs/authoring-backends.md
+    carries it between TABLE_BEGIN and TABLE_END)."""
+    names = OPS.DOMAINS["all"]
+    head = "| op | kind | result | " + " | ".join(names) + " |"
+    lines = [head, "|" + "---|" * (3 + len(names))]
+    for kind, table in (("primitive", OPS.PRIMITIVES), ("composite", OPS.COMPOSITES)):
+        for name, spec in table.items():
+            dom = set(OPS.kernel_dtypes(spec))
+            cells = " | ".join("x" if n in dom else "" for n in names)
+            lines.append(f"| `{name}` | {kind} | {spec.result or '-'} | {cells} |")
+    return "\n".join(lines)
+
+
+_NEEDS = re.compile(r"op '(\w+)' has no kernel")
+
+
+def semantics(device: str, op: str) -> tuple[str, str]:
+    """("pass" | "fail" | "n/a", detail) of ``op``'s semantic check. A check
+    that stops at another op's missing kernel is "n/a" (that op's row says it
+    is missing): one missing kernel never fails another op's row."""
+    try:
+        CHECKS[op](device)
+    except NotImplementedError as exc:
+        m = _NEEDS.search(str(exc))
+        if m and m.group(1) != op:
+            return "n/a", f"needs {m.group(1)}, which is missing"
+        return "fail", f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
+    except Exception as exc:
+        return "fail", f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
+    return "pass", ""
+
+
+Entry = tuple[str, str, float, str]  # (what, status, worst difference, detail)
+
+
+def supplied_composites(device: str) -> list[str]:
+    """The composites ``device``'s backend supplies kernels for (which it must get right)."""
     from ..ops.core import ready_device
 
     kernels = ready_device(device).kernels
-    results: dict[str, tuple[str, str]] = {}
-    for op, check in CHECKS.items():
+    return [op for op in OPS.COMPOSITES if op in kernels]
+
+
+def op_entries(device: str, op: str) -> list[Entry]:
+    """Every row of one op on ``device``: each claimed dtype on each layout, and
+    (primitives) the semantic check."""
+    from . import layouts
+
+    out: list[Entry] = []
+    composite = op in OPS.COMPOSITES
+    for dt in layouts.claimed_dtypes(device, op):
+        for lay in layouts.LAYOUTS:
+            status, worst, detail = (layouts.composite_check if composite else layouts.check)(
+                device, op, dt, lay)
+            if status != "n/a":
+                out.append((f"{dt.name}/{lay}", status, worst, detail))
+    if not composite and claims(device, op, "float32"):
+        status, detail = semantics(device, op)
+        out.append(("semantics", status, 0.0, detail))
+    return out
+
+
+def run(device: str) -> dict[str, list[Entry]]:
+    """Every primitive and every composite kernel of ``device``, in process:
+    {op: entries}, ``("kernel", "missing", ...)`` for a primitive without one
+    (``"fail"`` under RTX_FALLBACK=error).
+    (The smoke tests of composites, autograd and training run under pytest.)"""
+    from ..ops.core import ready_device
+
+    from ..dispatch.fallback import strict
+
+    kernels = ready_device(device).kernels
+    results: dict[str, list[Entry]] = {}
+    for op in OPS.PRIMITIVES:
         if op not in kernels:
-            results[op] = ("missing", "no kernel")
+            # under RTX_FALLBACK=error (CI's strict mode) a missing kernel fails its row
+            results[op] = [("kernel", "fail", float("inf"), "no kernel (RTX_FALLBACK=error)") if strict()
+                           else ("kernel", "missing", 0.0, "no kernel")]
             continue
-        try:
-            check(device)
-            results[op] = ("pass", "")
-        except Exception as exc:  # report, don't stop: the table is the point
-            results[op] = ("fail", f"{type(exc).__name__}: {exc}".splitlines()[0][:200])
+        results[op] = op_entries(device, op)
+    for op in supplied_composites(device):
+        results[op] = op_entries(device, op)
     return results
 
 
-def format_table(results: dict[str, tuple[str, str]], device: str = "") -> str:
-    width = max(len(op) for op in results)
-    lines = [f"conformance {device}".rstrip(), ""]
-    for op, (status, detail) in results.items():
-        lines.append(f"{op:<{width}}  {status:<8} {detail}".rstrip())
-    counts = {s: sum(1 for v in results.values() if v[0] == s) for s in ("pass", "fail", "missing")}
-    lines += ["", f"{counts['pass']} pass, {counts['fail']} fail, {counts['missing']} missing "
-                  f"of {len(results)} primitives"]
-    return "\n".join(lines)
+def format_table(results: dict[str, list[Entry]], device: str = "") -> str:
+    """The table ``python -m rtxcore.testing`` prints."""
+    from .plugin import format_table as table
+
+    return table(results, device)
+
+
+def failed(results: dict[str, list[Entry]]) -> list[str]:
+    """The ops with a failing row."""
+    return [op for op, entries in results.items() if any(s == "fail" for _, s, _, _ in entries)]
 
 
 if __name__ == "__main__":
     import sys
 
-    dev = sys.argv[1] if len(sys.argv) > 1 else "cpu"
-    res = run(dev)
-    print(format_table(res, dev))
-    sys.exit(0 if all(s == "pass" for s, _ in res.values()) else 1)
+    from .__main__ import main
+
+    sys.exit(main(sys.argv[1:]))

@@ -3,12 +3,13 @@
     pytest --rtx-backend mydev          # or: python -m rtxcore.testing mydev
 
 runs ``rtxcore/testing/suite.py`` against device ``mydev`` (any installed
-backend; ``opencl:1`` picks a device): every primitive on every dtype the
-device claims, on every layout (``rtxcore.testing.layouts``), against the CPU
-backend; each primitive's semantics checks (``rtxcore.testing.conformance``);
-then composites, autograd and a short training loop on the device. It ends with
-a table per op: pass, fail (with the worst difference) or missing (and whether
-the CPU fallback serves it).
+backend; ``opencl:1`` picks a device): every primitive, and every composite the
+backend overrides, on every dtype the device claims and every layout, each
+kernel alone (``rtxcore.testing.layouts``), against NumPy; each primitive's
+semantics checks (``rtxcore.testing.conformance``); then composites, autograd
+and a short training loop on the device. It ends with a table per op: pass,
+fail (with the worst difference) or missing (and whether the CPU fallback
+serves it), whose last line agrees with the exit status.
 
 The ``pytest11`` entry point is the top-level module ``_rtxcore_pytestplugin``,
 which adds the option and registers this module only when it is given, so
@@ -54,8 +55,45 @@ def device_under_test(config: pytest.Config) -> str:
     return config.stash[_DEVICE]
 
 
+_FAILS = [0]  # fail entries recorded so far
+_AT_START: dict[str, int] = {}
+
+
 def record(op: str, what: str, status: str, worst: float = 0.0, detail: str = "") -> None:
     RESULTS.setdefault(op, []).append((what, status, worst, detail))
+    if status == "fail":
+        _FAILS[0] += 1
+
+
+def _row_of(item: Any) -> str:
+    """The table row a test of the suite reports under."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    for key in ("op_dtype", "composite_dtype"):
+        if key in params:
+            return params[key][0]
+    if "op" in params:
+        return params["op"]
+    if "name" in params:
+        return f"smoke: {params['name']}"
+    return getattr(getattr(item, "function", None), "row", item.name)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: Any, call: Any) -> Any:
+    """A test that fails without saying so in the table (an error before its
+    comparison, a broken fixture) gets a failing row all the same: the table
+    and the exit status always agree."""
+    outcome = yield
+    if _DEVICE not in item.config.stash:
+        return
+    rep = outcome.get_result()
+    if rep.when == "setup":
+        _AT_START[item.nodeid] = _FAILS[0]
+    if rep.failed and _FAILS[0] == _AT_START.get(item.nodeid, _FAILS[0] - 1 if rep.when != "setup" else 0):
+        line = str(call.excinfo.value).splitlines()[0][:160] if call.excinfo else rep.when
+        name = call.excinfo.typename if call.excinfo else "error"
+        record(_row_of(item), "error" if rep.when != "call" else "test", "fail", float("inf"),
+               f"{name}: {line}")
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -80,23 +118,39 @@ def summarize(entries: list[tuple[str, str, float, str]]) -> tuple[str, float, s
 
 
 def format_table(results: dict[str, list[tuple[str, str, float, str]]], device: str) -> str:
+    """One table: the primitives, the composite kernels the backend supplies,
+    then the smoke tests; a count per section, and the total of failures (the
+    run fails exactly when it is not 0)."""
     from ..dispatch import ops as OPS
 
-    order = [op for op in OPS.PRIMITIVES if op in results] + sorted(
-        op for op in results if op not in OPS.PRIMITIVES)
-    width = max(len(op) for op in order)
-    lines = [f"{'op':<{width}}  {'status':<8} {'cases':>5}  {'worst diff':>10}  detail",
-             "-" * (width + 40)]
-    counts = {"pass": 0, "fail": 0, "missing": 0}
-    for op in order:
-        entries = results[op]
-        status, worst, detail = summarize(entries)
-        n = sum(1 for _, s, _, _ in entries if s in ("pass", "fail"))
-        shown = "-" if status == "missing" else ("inf" if worst == float("inf") else f"{worst:.3g}")
-        lines.append(f"{op:<{width}}  {status:<8} {n:>5}  {shown:>10}  {detail}".rstrip())
-        if op in OPS.PRIMITIVES:
+    sections = [
+        ("primitives", [op for op in OPS.PRIMITIVES if op in results]),
+        ("composite kernels", [op for op in OPS.COMPOSITES if op in results]),
+        ("smoke tests", sorted(op for op in results if op not in OPS.PRIMITIVES
+                               and op not in OPS.COMPOSITES)),
+    ]
+    width = max([len(op) for op in results] + [20])
+    lines = [f"{'op':<{width}}  {'status':<8} {'cases':>5}  {'worst diff':>10}  detail"]
+    summary = []
+    fails = 0
+    for title, ops in sections:
+        if not ops:
+            continue
+        lines += [f"-- {title} " + "-" * (width + 36 - len(title))]
+        counts = {"pass": 0, "fail": 0, "missing": 0}
+        for op in ops:
+            entries = results[op]
+            status, worst, detail = summarize(entries)
+            n = sum(1 for _, s, _, _ in entries if s in ("pass", "fail"))
+            shown = "-" if status == "missing" else ("inf" if worst == float("inf") else f"{worst:.3g}")
+            lines.append(f"{op:<{width}}  {status:<8} {n:>5}  {shown:>10}  {detail}".rstrip())
             counts[status] += 1
+        fails += counts["fail"]
+        missing = f", {counts['missing']} missing" if title == "primitives" else ""
+        summary.append(f"{len(ops)} {title}: {counts['pass']} pass, {counts['fail']} fail{missing}")
     lines.append("")
-    lines.append(f"{sum(counts.values())} primitives on {device}: {counts['pass']} pass, "
-                 f"{counts['fail']} fail, {counts['missing']} missing")
+    head = f"{len(OPS.PRIMITIVES)} primitives on {device}: " + summary[0].split(": ", 1)[1] \
+        if sections[0][1] else f"0 primitives on {device}"
+    lines.append("; ".join([head, *summary[1:]]) if summary else head)
+    lines.append("conformance: " + ("PASS" if fails == 0 else f"FAIL ({fails} rows fail)"))
     return "\n".join(lines)

@@ -114,7 +114,7 @@ def _horner(z: np.ndarray, coeffs: tuple[float, ...]) -> np.ndarray:
 def _erf64(x: np.ndarray) -> np.ndarray:
     """fdlibm's erf on a float64 array (nan stays nan, +-inf gives +-1)."""
     ax = np.abs(x)
-    out = np.sign(x)  # |x| >= 6 (and inf): +-1 in float64; nan: nan
+    out = np.array(np.sign(x))  # |x| >= 6 (and inf): +-1 in float64; nan: nan (an array, 0-d too)
     m = ax < 0.84375
     if m.any():
         v = x[m]
@@ -314,15 +314,38 @@ def layer_norm(out: np.ndarray, mean: np.ndarray, rstd: np.ndarray, x: np.ndarra
 # the index is constant off ``dim``) with few targets are one one-hot matmul; any
 # other float scatter is one np.bincount over flat target positions (summed in
 # float64). Integers and bool keep np.add.at (exact, wraps as the dtype does).
+# float16 never sums in float16 (which stops at 2048 when adding ones): every
+# path accumulates in float32 or wider and rounds each element once, the
+# contract's rule and PyTorch's scatter_add.
 
 _ONEHOT_ROWS = 256  # a matmul costs `targets` multiply-adds an element: few targets only
 _ONEHOT_MAX = 1 << 22  # elements of the (targets x sources) one-hot matrix
 _SMALL_SCATTER = 512
 
 
+def _scatter_add_wide(out: np.ndarray, dim: int, index: np.ndarray, src: np.ndarray) -> None:
+    """scatter_add for float16 where add.at would sum in float16: the sums are
+    taken in float64 over the touched positions only, added to out's values and
+    rounded once."""
+    if index.size == 0:
+        return
+    grid = [np.arange(n).reshape([n if d == e else 1 for e in range(index.ndim)])
+            for d, n in enumerate(index.shape)]
+    grid[dim] = index
+    flat = np.ravel_multi_index(tuple(np.broadcast_arrays(*grid)), out.shape).reshape(-1)
+    at, slot = np.unique(flat, return_inverse=True)
+    sums = np.bincount(slot.reshape(-1), weights=np.asarray(src, np.float64).reshape(-1),
+                       minlength=at.size)
+    pos = np.unravel_index(at, out.shape)
+    out[pos] = out[pos].astype(np.float64) + sums
+
+
 def scatter_add(out: np.ndarray, dim: int, index: np.ndarray, src: np.ndarray) -> None:
     if out.dtype.kind != "f" or index.size < _SMALL_SCATTER:  # add.at: exact, cheap when small
-        _xp_scatter_add(out, dim, index, src)
+        if out.dtype == np.float16:
+            _scatter_add_wide(out, dim, index, src)
+        else:
+            _xp_scatter_add(out, dim, index, src)
         return
     nd = index.ndim
     v, n = out.shape[dim], index.shape[dim]
@@ -339,7 +362,10 @@ def scatter_add(out: np.ndarray, dim: int, index: np.ndarray, src: np.ndarray) -
         np.add(tgt, part, out=tgt, casting="unsafe")
         return
     if out.size > 8 * index.size + (1 << 16):  # few sources into a big target: bincount's
-        _xp_scatter_add(out, dim, index, src)   # out-sized float64 array would dominate
+        if out.dtype == np.float16:            # out-sized float64 array would dominate
+            _scatter_add_wide(out, dim, index, src)
+        else:
+            _xp_scatter_add(out, dim, index, src)
         return
     # flat position in out (C order over index's shape, whose dims are <= out's)
     cstride = np.cumprod((out.shape[1:] + (1,))[::-1])[::-1]

@@ -1,0 +1,57 @@
+"""A second backend whose buffers are host memory: device type ``hostmem``.
+
+It declares ``shares_host_memory = True`` and DLPack device kCPU, like rtx_cpu,
+and runs rtx_cpu's kernels on NumPy views of its buffers: ``from_host`` keeps
+the array it is given and ``to_host`` returns a view, as the flag promises. It
+tests the contract's host-memory rules on a backend that is not ``cpu``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from rtxcore.dispatch import Backend, DType, hookimpl
+
+
+class HostMemBackend(Backend):
+    name = "hostmem"
+    distribution = "hostmem (tests)"
+    version = "0.0"
+    shares_host_memory = True
+    dlpack_device = 1  # kDLCPU
+
+    def is_accelerator(self, index: int) -> bool:
+        return False
+
+    def view(self, buffer: np.ndarray, shape: tuple[int, ...], strides: tuple[int, ...],
+             offset: int, dtype: DType) -> np.ndarray:
+        isz = dtype.itemsize
+        return np.ndarray(shape, dtype.numpy, buffer, offset * isz, tuple(s * isz for s in strides))
+
+    def to_dlpack(self, view: np.ndarray, **kwargs: Any) -> Any:
+        return view.__dlpack__(**kwargs)
+
+    def from_dlpack(self, obj: Any,
+                    index: int) -> tuple[Any, tuple[int, ...], tuple[int, ...], int]:
+        from rtxcore.dispatch import xp
+
+        HostMemPlugin.imported += 1
+        return xp.span(np, np.from_dlpack(obj))
+
+
+class HostMemPlugin:
+    imported = 0  # calls of the backend's from_dlpack
+
+    @hookimpl
+    def rtx_backends(self) -> list[Backend]:
+        return [HostMemBackend()]
+
+    @hookimpl
+    def rtx_kernels(self, backend: str) -> dict[str, Any] | None:
+        if backend != "hostmem":
+            return None
+        from rtx_cpu.kernels import KERNELS
+
+        return dict(KERNELS)
