@@ -49,6 +49,13 @@ def run(cmd: list[str], **kw: object) -> None:
     subprocess.run(cmd, check=True, cwd=ROOT, **kw)  # type: ignore[arg-type]
 
 
+# setuptools warns once per editable package that a folder named like the package
+# may shadow it ("Editable installation. ... !!"); that is the point of an editable
+# install here. The filter silences that warning only: errors still show.
+PIP_ENV = {**os.environ, "PYTHONWARNINGS": ",".join(
+    w for w in (os.environ.get("PYTHONWARNINGS"), "ignore:Editable installation:UserWarning") if w)}
+
+
 def setup(kind: str) -> None:
     if not PY.exists():
         print(f"creating {VENV}", flush=True)
@@ -64,7 +71,7 @@ def setup(kind: str) -> None:
     if stamp.exists() and stamp.read_text() == key.hexdigest():
         return
     editable = [a for pkg in packages for a in ("-e", pkg)]
-    run([str(PY), "-m", "pip", "install", "-q", *editable, *extras])
+    run([str(PY), "-m", "pip", "install", "-q", *editable, *extras], env=PIP_ENV)
     if kind == "test" and _have_clblast():
         # optional: CLBlast's GEMM for the opencl backend (RTX_OPENCL_MATMUL=clblast);
         # pyclblast builds only where the CLBlast library is installed
@@ -85,7 +92,9 @@ def main(argv: list[str]) -> int:
     if cmd == "demo":
         run([str(PY), "examples/train_digits.py", *rest])
     elif cmd == "test":
-        run([str(PY), "-m", "pytest", *rest])
+        # a line per test file (counts, time) rather than a screen of dots;
+        # off under -v / -q (see _rtxcore_pytestplugin.py)
+        run([str(PY), "-m", "pytest", "--rtx-progress", *rest])
     elif cmd == "bench":
         setup("test")
         run([str(PY), "benchmarks/ops.py", *rest])

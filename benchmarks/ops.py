@@ -83,7 +83,8 @@ OPS = {
     "exp": lambda x, y: x.exp() if not isinstance(x, np.ndarray) else np.exp(x),
     "sum": lambda x, y: x.sum(),
     "matmul": lambda x, y: x @ y,
-    "view+reduce": lambda x, y: x.T[::2].sum(0),
+    # (x.T of a 1-d tensor is deprecated in PyTorch: transpose 2-d inputs only)
+    "view+reduce": lambda x, y: (x.T if x.ndim == 2 else x)[::2].sum(0),
 }
 
 
@@ -103,6 +104,13 @@ def _fmt_time(s: float) -> str:
     if s < 1e-3:
         return f"{s * 1e6:8.2f} us"
     return f"{s * 1e3:8.3f} ms"
+
+
+def _fmt_delta(s: float) -> str:
+    """A signed time difference in us or ms, e.g. '+1.25 us', '-12.345 ms'."""
+    if abs(s) < 1e-3:
+        return f"{s * 1e6:+.2f} us"
+    return f"{s * 1e3:+.3f} ms"
 
 
 def main() -> int:
@@ -143,7 +151,7 @@ def main() -> int:
           + f" | threads: {ARGS.threads or 'default'} | median of {ARGS.rounds} rounds")
     head = f"{'size':<16}{'op':<13}{'rtxcore':>12}{'numpy':>12}"
     head += f"{'torch':>12}" if torch else ""
-    head += f"{'rc/np':>8}" + (f"{'rc/torch':>10}" if torch else "") + f"{'overhead':>12}"
+    head += f"{'rc/np':>8}" + (f"{'rc/torch':>10}" if torch else "") + f"{'overhead':>14}"
     print(head)
     print("-" * len(head))
     for label, op, t_rc, t_np, t_th in rows:
@@ -153,7 +161,8 @@ def main() -> int:
         line += f"{t_rc / t_np:>8.2f}"
         if torch:
             line += f"{t_rc / t_th:>10.2f}"
-        line += f"{(t_rc - t_np) * 1e6:>9.2f} us"
+        # (at least two spaces before it: a negative overhead of a large op is wide)
+        line += f"  {_fmt_delta(t_rc - t_np):>12}"
         print(line)
     print()
     print("rc/np: rtxcore time / NumPy time (large ops: <= 1.05 means >= 0.95x NumPy's throughput)")
@@ -217,6 +226,9 @@ def _close(got, want: np.ndarray, tol: float) -> str:
 
 def _table(head: list[tuple[str, int]], rows: list[list[str]], title: str) -> None:
     print(f"\n{title}")
+    # each column at least as wide as its widest cell plus a space, so cells never touch
+    head = [(h, max([w] + [len(str(r[i])) + (0 if i == 0 else 1) for r in rows if i < len(r)]))
+            for i, (h, w) in enumerate(head)]
     line = "".join(f"{h:<{w}}" if i == 0 else f"{h:>{w}}" for i, (h, w) in enumerate(head))
     print(line)
     print("-" * len(line))

@@ -37,12 +37,19 @@ def collect() -> list[dict[str, Any]]:
             row["available"] = False
             row["reason"] = f"descriptor raised {type(exc).__name__}: {exc}"
             row["devices"] = []
-        prims = [op for op in _ops.PRIMITIVES if op in entry.kernels]
-        row["primitives"] = (len(prims), total)
-        row["missing"] = [op for op in _ops.PRIMITIVES if op not in entry.kernels]
-        row["composites"] = sorted(op for op in entry.kernels if op in _ops.COMPOSITES)
-        row["providers"] = dict(entry.providers)
-        row["shadowed"] = {op: list(v) for op, v in entry.shadowed.items()}
+        if row["available"]:
+            # (the plugins' rtx_kernels for this device type: asked here if not yet)
+            prims = [op for op in _ops.PRIMITIVES if op in entry.kernels]
+            row["primitives"] = (len(prims), total)
+            row["missing"] = [op for op in _ops.PRIMITIVES if op not in entry.kernels]
+            row["composites"] = sorted(op for op in entry.kernels if op in _ops.COMPOSITES)
+            row["providers"] = dict(entry.providers)
+            row["shadowed"] = {op: list(v) for op, v in entry.shadowed.items()}
+        else:
+            # an unavailable backend's kernel coverage means nothing (a plugin may
+            # supply none without its library): its row says why it is unavailable
+            row["primitives"] = None
+            row["missing"], row["composites"], row["providers"], row["shadowed"] = [], [], {}, {}
         rows.append(row)
     for plugin, err in sorted(registry.failed.items()):
         rows.append({"name": plugin, "plugin": plugin, "failed": err,
@@ -65,7 +72,7 @@ def render(kernels: bool = False) -> str:
             lines.append(f"{'':<{w}} import error: {r['failed']}")
             continue
         status = "available" if r["available"] else "unavailable"
-        k = f"{r['primitives'][0]}/{r['primitives'][1]}"
+        k = f"{r['primitives'][0]}/{r['primitives'][1]}" if r["primitives"] else "-"
         devs = ", ".join(f"{r['name']}:{d['index']}" if r['name'] != 'cpu' else "cpu" for d in r["devices"]) or "-"
         lines.append(f"{r['name']:<{w}} {r['distribution']:<{wd}} {status:<12} {k:<9} {devs}")
         if not r["available"]:
@@ -108,7 +115,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd != "info":
         parser.print_help()
         return 2
-    print(render(kernels=args.kernels))
+    try:
+        print(render(kernels=args.kernels), flush=True)
+    except BrokenPipeError:
+        # the reader went away (``rtx info | head``): stop quietly, as other
+        # command-line tools do; stdout goes to devnull so the interpreter's
+        # final flush doesn't raise again
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     return 0
 
 

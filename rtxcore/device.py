@@ -82,7 +82,7 @@ class Device:
                 f"device {self.type}:{self.index} does not exist; "
                 f"{self.type} has {n} device{'s' if n != 1 else ''}"
             )
-        table = registry.tables[self.type]
+        table = registry.table(self.type)  # (the plugins' rtx_kernels: first use only)
         lacking = [op for op in _ops.REQUIRED if op not in table]
         if lacking:
             raise RuntimeError(
@@ -100,7 +100,7 @@ class Device:
         """The kernel table this device uses: its backend's, shared by all its
         devices, or with per-op dtype limits its own copy, the limited ops'
         kernels behind a dtype guard."""
-        table = registry.tables[self.type]
+        table = registry.table(self.type)
         limits = {}
         for op, names in (b.op_dtypes(self.index) or {}).items():
             try:

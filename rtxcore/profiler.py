@@ -531,7 +531,7 @@ class profile:
                                    "profiles can't be nested")
             from .dispatch.registry import registry
 
-            registry.ensure_loaded()
+            registry.build_all()  # (tables build lazily; a profile wraps every one)
             self._rec = _Recorder(self.record_shapes)
             self._events = []
             swaps = _Swaps()

@@ -268,6 +268,7 @@ class ClashingName:
     (ClashingName(), "backend name 'cpu' belongs to rtxcore's rtx-cpu distribution"),
 ])
 def test_broken_plugins_are_reported_and_the_rest_keeps_working(plugin, expected):
+    rc.zeros(1)  # cpu in use: its kernel table is rebuilt (the plugin asked) at registration
     name = rc.register_backend(plugin, name="troublemaker")
     try:
         problems = [p for p in registry.problems if p.plugin == "troublemaker"]
@@ -338,6 +339,122 @@ def test_import_is_lazy_and_loads_no_plugin():
     """)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["False", "False", "True", "True"]
+
+
+def test_a_plugins_kernels_are_asked_for_when_its_device_is_first_used():
+    # a plugin whose rtx_kernels is slow for its own device (as one importing a
+    # large library there): using cpu must neither call it for that device nor wait
+    r = run_py("""
+        import json, sys, time
+        import rtxcore as rc
+        from rtxcore.dispatch import hookimpl
+        from rtxcore.dispatch.registry import registry
+        from tests.fake_backend import PRIMS_KERNELS, PrimsBackend
+
+        CALLS = []
+
+        class Slowpoke(PrimsBackend):
+            name = "slowpoke"
+
+        class SlowPlugin:
+            @hookimpl
+            def rtx_backends(self):
+                return [Slowpoke()]
+
+            @hookimpl
+            def rtx_kernels(self, backend):
+                CALLS.append(backend)
+                if backend != "slowpoke":
+                    return None
+                time.sleep(1.5)
+                return PRIMS_KERNELS
+
+        rc.register_backend(SlowPlugin(), name="slow-plugin")
+        out = {"registered": list(CALLS)}
+        t0 = time.perf_counter()
+        x = rc.zeros(3) + 1
+        out["cpu_s"] = time.perf_counter() - t0
+        out["after_cpu"] = list(CALLS)
+        out["built"] = sorted(n for n, e in registry.backends.items() if e.built)
+        y = rc.ones(2, device="slowpoke") * 3
+        z = rc.ones(2, device="slowpoke") + y  # (asked once, not per use)
+        out["after_slowpoke"] = list(CALLS)
+        out["values"] = [x.tolist(), z.tolist()]
+        from rtxcore._cli import render
+        text = render()
+        out["info_calls"] = list(CALLS)
+        out["info_row"] = next(ln for ln in text.splitlines() if ln.startswith("slowpoke "))
+        print(json.dumps(out))
+    """, cwd=str(HERE.parent))
+    assert r.returncode == 0, r.stderr
+    import json
+
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["registered"] == []  # registering asks no plugin for kernels
+    assert "slowpoke" not in out["after_cpu"] and out["cpu_s"] < 1.0, out
+    assert out["after_cpu"] == ["cpu"]  # only cpu's table was built, once
+    assert out["built"] == ["cpu"]
+    assert out["after_slowpoke"].count("slowpoke") == 1
+    assert out["values"] == [[1.0, 1.0, 1.0], [4.0, 4.0]]
+    # rtx info shows every available backend, asking for the tables it hadn't
+    total = len(rc.dispatch.ops.PRIMITIVES)
+    assert f"{total}/{total}" in out["info_row"] and "available" in out["info_row"]
+    assert out["info_calls"].count("slowpoke") == 1
+
+
+def test_an_unavailable_backend_is_not_asked_for_kernels_and_info_says_why():
+    class Gone(Backend):
+        name = "gone"
+        distribution = "gone-backend (tests)"
+
+        def is_available(self):
+            return False
+
+        def unavailable_reason(self):
+            return "its driver is not installed"
+
+    asked = []
+
+    class GonePlugin:
+        @hookimpl
+        def rtx_backends(self):
+            return [Gone()]
+
+        @hookimpl
+        def rtx_kernels(self, backend):
+            asked.append(backend)
+            return {} if backend == "gone" else None  # (no library: no kernels)
+
+    name = rc.register_backend(GonePlugin(), name="gone-plugin")
+    try:
+        with pytest.raises(RuntimeError, match="gone:0 is not available: its driver is not"):
+            rc.zeros(1, device="gone")
+        from rtxcore._cli import collect, render
+
+        row = next(r for r in collect() if r["name"] == "gone")
+        assert row["available"] is False and row["primitives"] is None and row["missing"] == []
+        lines = render().splitlines()
+        at = next(i for i, ln in enumerate(lines) if ln.startswith("gone "))
+        block = [lines[at]] + [ln for ln in lines[at + 1:] if ln.startswith(" ")][:3]
+        assert "unavailable" in block[0] and "/" not in block[0].split("unavailable")[1]
+        assert block[1].strip() == "why: its driver is not installed"
+        end = next((i for i, ln in enumerate(lines[at + 1:]) if not ln.startswith(" ")), None)
+        assert not [ln for ln in lines[at + 1: at + 1 + end] if "missing" in ln]
+        assert "gone" not in asked
+    finally:
+        rc.unregister_backend(name)
+
+
+def test_rtx_info_into_a_closed_pipe_exits_quietly():
+    # `rtx info | head`: the reader is gone before everything is written
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        r = subprocess.run([sys.executable, "-m", "rtxcore", "info"], stdout=write_end,
+                           stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert r.stderr == "" and r.returncode == 1
 
 
 # -- rtx info ---------------------------------------------------------------------------------

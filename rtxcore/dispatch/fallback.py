@@ -164,16 +164,23 @@ def limited(dev: Any, op: str, fn: Callable[..., Any], allowed: frozenset[str]) 
     return guarded
 
 
-def _borrowed(dev: Any, op: str, what: str) -> Callable[..., Any]:
-    from ..device import Device
+def _cpu_table() -> dict[str, Callable[..., Any]]:
+    """The cpu backend's kernel table, straight from the registry (this layer
+    sees no Device objects); a RuntimeError says why there is none."""
+    from .registry import registry
 
-    cpu = Device("cpu")
-    if not cpu._ready:
-        try:
-            cpu._resolve()
-        except RuntimeError as exc:
-            raise NotImplementedError(f"{what}, and the CPU fallback can't run it: {exc}") from None
-    cpu_kernel = cpu.kernels.get(op)
+    b = registry.entry("cpu").backend
+    if not b.is_available():
+        why = b.unavailable_reason() or "no reason given"
+        raise RuntimeError(f"device cpu is not available: {why}")
+    return registry.table("cpu")
+
+
+def _borrowed(dev: Any, op: str, what: str) -> Callable[..., Any]:
+    try:
+        cpu_kernel = _cpu_table().get(op)
+    except RuntimeError as exc:
+        raise NotImplementedError(f"{what}, and the CPU fallback can't run it: {exc}") from None
     if cpu_kernel is None:
         raise NotImplementedError(f"{what}, and the cpu backend has no kernel for it either")
     lacking = [k for k in ("to_host", "from_host", "copy") if k not in dev.kernels]

@@ -2,10 +2,13 @@
 
 One ``pluggy.PluginManager("rtxcore")``. Entry points in the group
 ``rtxcore.backends`` load lazily, the first time a device is needed, each inside
-its own ``try`` so one broken plugin cannot stop the others. The hooks are then
-called once and compiled into ``{device_type: {op: kernel}}``; ops look kernels
-up in that table (a dict lookup, never a hook call). Registering or removing a
-plugin rebuilds it.
+its own ``try`` so one broken plugin cannot stop the others; ``rtx_backends``
+(cheap descriptors) is then called on every plugin. ``rtx_kernels`` is called
+per device type, the first time that device type is used (``table()``), and
+compiled into ``{device_type: {op: kernel}}``: using cpu never runs another
+backend's kernel-table code. Ops look kernels up in that table (a dict lookup,
+never a hook call). Registering or removing a plugin rebuilds the tables already
+built; the others stay unbuilt until their device is used.
 """
 
 from __future__ import annotations
@@ -47,13 +50,36 @@ def _plugin_error(exc: BaseException) -> bool:
 
 @dataclass
 class BackendEntry:
-    """Everything the registry knows about one device type."""
+    """Everything the registry knows about one device type. The kernel facts
+    (``kernels``, ``providers``, ``shadowed``) are gathered from the plugins'
+    ``rtx_kernels`` on first access, not before (``built`` says whether they were)."""
 
     backend: Backend
     plugin: str
-    kernels: dict[str, Callable[..., Any]] = field(default_factory=dict)
-    providers: dict[str, str] = field(default_factory=dict)  # op -> plugin name
-    shadowed: dict[str, list[str]] = field(default_factory=dict)  # op -> losers
+    _kernels: dict[str, Callable[..., Any]] = field(default_factory=dict, repr=False)
+    _providers: dict[str, str] = field(default_factory=dict, repr=False)  # op -> plugin name
+    _shadowed: dict[str, list[str]] = field(default_factory=dict, repr=False)  # op -> losers
+    _build: Callable[["BackendEntry"], None] | None = field(default=None, repr=False)
+    built: bool = False
+
+    def _ensure_built(self) -> None:
+        if not self.built and self._build is not None:
+            self._build(self)
+
+    @property
+    def kernels(self) -> dict[str, Callable[..., Any]]:
+        self._ensure_built()
+        return self._kernels
+
+    @property
+    def providers(self) -> dict[str, str]:
+        self._ensure_built()
+        return self._providers
+
+    @property
+    def shadowed(self) -> dict[str, list[str]]:
+        self._ensure_built()
+        return self._shadowed
 
 
 @dataclass
@@ -194,11 +220,38 @@ class Registry:
                 else:
                     backends[b.name] = BackendEntry(b, impl.plugin_name)
 
-        for name, entry in backends.items():
+        built = {name for name, e in self.backends.items() if e.built}
+        for entry in backends.values():
+            entry._build = self._build_kernels
+        self.backends = backends
+        for name in backends:
+            self.tables.setdefault(name, {})
+        for name, table in self.tables.items():
+            table.clear()
+        # Device types in use get their tables again now; the rest on first use.
+        for name in built & set(backends):
+            backends[name]._ensure_built()
+        # Devices cache per-device facts; let them refresh.
+        from . import _listeners
+
+        for fn in list(_listeners):
+            fn()
+
+    def _build_kernels(self, entry: BackendEntry) -> None:
+        """Ask every plugin's ``rtx_kernels`` for ``entry``'s device type and fill
+        its table (the first time the device type is used)."""
+        with self._lock:
+            if entry.built:
+                return
+            name = entry.backend.name
+            kernels, providers, shadowed = entry._kernels, entry._providers, entry._shadowed
+            kernels.clear()
+            providers.clear()
+            shadowed.clear()
             for impl in self._impls("rtx_kernels"):
                 try:
-                    kernels = impl.function(backend=name)
-                    items = list(kernels.items()) if kernels else []
+                    found = impl.function(backend=name)
+                    items = list(found.items()) if found else []
                 except BaseException as exc:
                     if not _plugin_error(exc):
                         raise
@@ -225,25 +278,28 @@ class Registry:
                                 f"kernel {op!r} for {name!r} is not callable",
                             )
                         )
-                    elif op in entry.kernels:
-                        entry.shadowed.setdefault(op, []).append(impl.plugin_name)
+                    elif op in kernels:
+                        shadowed.setdefault(op, []).append(impl.plugin_name)
                     else:
-                        entry.kernels[op] = fn
-                        entry.providers[op] = impl.plugin_name
+                        kernels[op] = fn
+                        providers[op] = impl.plugin_name
+            entry.built = True
+            if self.backends.get(name) is entry:
+                table = self.tables.setdefault(name, {})
+                table.clear()
+                table.update(kernels)
 
-        self.backends = backends
-        for name, entry in backends.items():
-            table = self.tables.setdefault(name, {})
-            table.clear()
-            table.update(entry.kernels)
-        for name in list(self.tables):
-            if name not in backends:
-                self.tables[name].clear()
-        # Devices cache per-device facts; let them refresh.
-        from . import _listeners
+    def table(self, device_type: str) -> dict[str, Callable[..., Any]]:
+        """``device_type``'s kernel table, asking the plugins for it on first use.
+        The same dict object across rebuilds (devices may hold on to it)."""
+        self.entry(device_type)._ensure_built()
+        return self.tables[device_type]
 
-        for fn in list(_listeners):
-            fn()
+    def build_all(self) -> None:
+        """Every backend's kernel table, now (a profile wraps them all)."""
+        self.ensure_loaded()
+        for entry in list(self.backends.values()):
+            entry._ensure_built()
 
     def _reserved_refusal(self, name: str, plugin: str) -> str | None:
         """Why ``plugin`` may not provide the built-in device ``name``, or None."""

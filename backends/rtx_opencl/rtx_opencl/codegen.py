@@ -6,6 +6,13 @@ contiguous (``c``), strided (``s``) or a scalar argument (``k``). Shapes,
 strides and offsets are kernel arguments, so one program serves every shape of
 that layout. Strides and offsets count elements; stride-0 dims are broadcasts.
 
+Every generator takes the kernel's name (``kname``), and its source can be joined with
+others' into one program (``CT`` is redefined per kernel, shared definitions are
+guarded): the kernels package builds a family of ops sharing one signature
+(all binary ops on float32 operands of one layout, ...) with one compile, since
+an OpenCL compiler's fixed cost per program (PoCL: ~0.1 s) dwarfs a small
+kernel's own.
+
 Element types: ``bool`` is stored as ``uchar`` (0/1), ``float16`` as ``half``
 but loaded and stored with ``vload_half``/``vstore_half_rte`` and computed in
 ``float``; everything else is computed in its own type.
@@ -131,8 +138,8 @@ def index_math(rank: int, names: list[str], var: str = "i") -> str:
 
 def elementwise(op: str, expr: str, out: tuple[str, str], ins: list[tuple[str, str]],
                 rank: int, prologue: str = "", ct: str | None = None,
-                extra: tuple[tuple[str, str], ...] = ()) -> tuple[str, list[str]]:
-    """One kernel ``k``: ``out = expr(a, b, c)`` at every element.
+                extra: tuple[tuple[str, str], ...] = (), kname: str = "k") -> tuple[str, list[str]]:
+    """One kernel ``kname``: ``out = expr(a, b, c)`` at every element.
 
     ``out`` is (dtype, layout) and each input (dtype, layout), with layout ``c``
     contiguous, ``s`` strided or ``k`` a scalar argument; inputs are called
@@ -181,10 +188,10 @@ def elementwise(op: str, expr: str, out: tuple[str, str], ins: list[tuple[str, s
     dts = {odt, *(dt for dt, _ in ins)}
     src = (
         header(dts)
-        + f"#define CT {ct}\n"
+        + f"#undef CT\n#define CT {ct}\n"
         + prologue
         + f"/* {op}: out = {expr} */\n"
-        + "__kernel void k(" + ", ".join(params) + ")\n{\n"
+        + f"__kernel void {kname}(" + ", ".join(params) + ")\n{\n"
         + "    const long i = get_global_id(0);\n    "
         + "\n    ".join(body) + "\n"
         + "    " + store(odt, "out", oat, expr) + "\n"
@@ -214,7 +221,7 @@ def _walk(var: str, sizes: str, rank: int, ptrs: list[tuple[str, str]], into: st
 
 
 def reduction(op: str, xdt: str, odt: str, ro: int, ri: int, mode: str,
-              arg: bool = False) -> tuple[str, list[str]]:
+              arg: bool = False, kname: str = "k") -> tuple[str, list[str]]:
     """Reduce ``x`` over an inner index space (``ri`` dims, ``K`` elements) for
     every point of an outer one (``ro`` dims, one output each).
 
@@ -295,7 +302,7 @@ def reduction(op: str, xdt: str, odt: str, ro: int, ri: int, mode: str,
     attr = f"__attribute__((reqd_work_group_size({REDUCE_LOCAL}, 1, 1))) " if mode != "serial" else ""
     src = (header({xdt, odt}) + "#define NOTNAN(v) 0\n"
            + f"/* {op} over an inner index space, {mode} */\n"
-           + f"__kernel {attr}void k(" + ", ".join(params) + ")\n{\n"
+           + f"__kernel {attr}void {kname}(" + ", ".join(params) + ")\n{\n"
            + f"    {ids}\n    long base_out = out_o, base_px = px_o;\n"
            + f"    {{\n        {outer}\n    }}\n"
            + f"    {acc_decl}\n    {loop}\n{finish}\n}}\n")
@@ -452,7 +459,7 @@ def _vec_combine(op: str, dt: str) -> str:
     return combine
 
 
-def reduction_vec(op: str, dt: str, ro: int, mode: str) -> tuple[str, list[str]]:
+def reduction_vec(op: str, dt: str, ro: int, mode: str, kname: str = "k") -> tuple[str, list[str]]:
     """Reductions that read memory 8 elements at a time (``dt`` is both x's and
     out's dtype, not float16), for CPUs where a work item is a loop iteration:
 
@@ -475,7 +482,9 @@ def reduction_vec(op: str, dt: str, ro: int, mode: str) -> tuple[str, list[str]]
     kinds += ["long"] * (ro - 1) + ["long"] * 3
     fold8 = f"{{ const {ct}8 v = *(__global const {ct}8u*)(px + at); acc = {combine}; }}"
     lanes = " ".join(f"{{ const {ct} v = acc8.s{i}; acc = {combine}; }}" for i in range(8))
-    head = (header({dt}) + f"typedef {ct}8 {ct}8u __attribute__((aligned(sizeof({ct}))));\n")
+    # (the typedef guarded: C99 forbids repeating it where kernels share a program)
+    head = (header({dt}) + f"#ifndef HAVE_{ct}8u\n#define HAVE_{ct}8u\n"
+            f"typedef {ct}8 {ct}8u __attribute__((aligned(sizeof({ct}))));\n#endif\n")
     if mode in ("rows", "rows_partial"):
         # rows_partial: group g writes its part's result to out[g] (a scratch
         # buffer of parts per output, reduced by a second launch)
@@ -483,7 +492,7 @@ def reduction_vec(op: str, dt: str, ro: int, mode: str) -> tuple[str, list[str]]
                else store(dt, "out", "base_out", "sv[0]"))
         outer = _walk("o", "n", ro, [("out", "s"), ("px", "s")], "base")
         src = head + f"""/* {op} of contiguous rows, 8 lanes per work item, then a tree */
-__kernel __attribute__((reqd_work_group_size({L}, 1, 1))) void k({", ".join(params)})
+__kernel __attribute__((reqd_work_group_size({L}, 1, 1))) void {kname}({", ".join(params)})
 {{
     const long g = get_group_id(0); const int lid = get_local_id(0);
     const long o = g / parts, part = g % parts;
@@ -531,7 +540,7 @@ __kernel __attribute__((reqd_work_group_size({L}, 1, 1))) void k({", ".join(para
         store(dt, "out", f"base_out + {8 * u + i} * outs{last}", f"acc{u}.s{i}")
         for u in range(nv) for i in range(8))
     src = head + f"""/* {op} where outputs are adjacent in x: {W} outputs per work item */
-__kernel void k({", ".join(params)})
+__kernel void {kname}({", ".join(params)})
 {{
     const long w = get_global_id(0);
     const long blocks = (nl + {W - 1}) / {W};

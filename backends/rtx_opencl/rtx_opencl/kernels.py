@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from rtxcore.dispatch import View, contiguous_strides
+from rtxcore.dispatch import DType, View, contiguous_strides
 
 from . import blas as BLAS
 from . import codegen as C
@@ -48,6 +48,39 @@ def _kernel(dev: R.Device, key: tuple, make: Callable[[], tuple[str, list[str]]]
 
         k = dev.launcher(key, build, bind)
     return k
+
+
+def _family_kernel(dev: R.Device, key: tuple, member: str, program: tuple,
+                   makers: dict[str, Callable[[str], tuple[str, list[str]]]]) -> Any:
+    """The kernel ``k_<member>`` for ``key``, from a program that holds one
+    kernel per entry of ``makers`` (``makers[m](name)`` gives its source and
+    argument kinds): the first use of any of them compiles all of them at once,
+    and each later one is a lookup. PoCL's cost per compile is mostly fixed, so
+    a family of ~15 kernels compiles in about the time of one. (The compiler's
+    per-kernel code generation still happens at each kernel's first launch.)
+    Should the family fail to build, ``member`` is built alone."""
+    k = dev.programs.get(key)
+    if k is not None:
+        return k
+
+    def build() -> tuple[Any, dict[str, list[str]]]:
+        sources, kinds = [], {}
+        for m, make in makers.items():
+            src, kinds[m] = make(f"k_{m}")
+            sources.append(src)
+        try:
+            return dev.build("\n".join(sources), _describe(program)), kinds
+        except RuntimeError:
+            src, kinds = makers[member](f"k_{member}")
+            return dev.build(src, _describe(key)), {member: kinds}
+
+    def bind(built: tuple[Any, dict[str, list[str]]]) -> Any:
+        prg, kinds = built
+        k = R.cl.Kernel(prg, f"k_{member}")
+        k.set_scalar_arg_dtypes([_ARG[a] for a in kinds[member]])
+        return k
+
+    return dev.launcher(key, build, bind, program)
 
 
 def _describe(key: tuple) -> str:
@@ -105,10 +138,13 @@ def _plan(out: View, views: list[View]) -> tuple[str, list[int], list[list[int]]
 def elementwise(op: str, expr: str, out: View, ins: list[Any], in_dtypes: list[str],
                 prologue: str = "", ct: str | None = None,
                 extra: tuple[tuple[str, str], ...] = (), extra_args: tuple = (),
-                out_dtype: str | None = None) -> None:
+                out_dtype: str | None = None,
+                family: tuple[str, str, dict[str, Member]] | None = None) -> None:
     """``out = expr(ins)``. ``ins`` are Views or scalars (already of their op's
     dtype); ``in_dtypes`` names each one's dtype, ``out_dtype`` out's if it is
-    to be read as another (a bit copy)."""
+    to be read as another (a bit copy). ``family``: (its name, this kernel's
+    label in it, {label: Member}), kernels with this one's inputs and layout,
+    compiled with it as one program (``_family_kernel``)."""
     n = prod(out.shape)
     if n == 0:
         return
@@ -124,7 +160,22 @@ def elementwise(op: str, expr: str, out: View, ins: list[Any], in_dtypes: list[s
         return C.elementwise(op, expr, (odt, lay), list(zip(in_dtypes, layouts)),
                              rank if lay == "s" else 1, prologue, ct, extra)
 
-    k = _kernel(dev, key, make)
+    k = dev.programs.get(key)
+    if k is None and family is None:
+        k = _kernel(dev, key, make)
+    elif k is None:
+        fname, label, members = family
+        # (this op as called: its expression and prologue, whatever the family says)
+        members = {**members, label: (op, expr, prologue, members[label][3])}
+
+        def maker(m: Member) -> Callable[[str], tuple[str, list[str]]]:
+            return lambda name: C.elementwise(m[0], m[1], (m[3] or odt, lay),
+                                              list(zip(in_dtypes, layouts)),
+                                              rank if lay == "s" else 1, m[2], ct, extra, name)
+
+        # (the program's key: the family and everything of this key but op and out dtype)
+        program = (fname, odt if members[label][3] is None else None, *key[2:])
+        k = _family_kernel(dev, key, label, program, {lb: maker(m) for lb, m in members.items()})
     args: list[Any] = [out.buffer.mem, out.offset]
     if lay == "s":
         args += sts[0]
@@ -147,10 +198,35 @@ def _dtype_of(v: Any, other: Any) -> str:
     return (v if type(v) is View else other).dtype.name
 
 
+# A kernel of a family: (op, expression, prologue, out dtype: None for the
+# launch's own). The label names it in its family's program.
+Member = tuple[str, str, str, "str | None"]
+_FAMILIES: dict[tuple[str, str], dict[str, Member]] = {}
+
+
+def _members(kind: str, dt: str) -> dict[str, Member]:
+    """The ``unary`` or ``binary`` ops defined on ``dt`` (label: the op), or the
+    casts from ``dt`` to every other dtype (``cast``; label: the target)."""
+    members = _FAMILIES.get((kind, dt))
+    if members is None:
+        members = {}
+        if kind == "cast":
+            members = {odt: ("cast", "a", "", odt) for odt in C.CTYPE if odt != dt}
+        for op, (fl, it) in (C.UNARY if kind == "unary" else
+                             C.BINARY if kind == "binary" else {}).items():
+            expr = fl if dt in C.FLOATS else it
+            if expr is not None and op not in ("copy", "cast"):
+                pro = C.INT_POW if op == "pow" and dt not in C.FLOATS else ""
+                members[op] = (op, expr, pro, None)
+        _FAMILIES[(kind, dt)] = members
+    return members
+
+
 def unary(op: str) -> Callable[..., None]:
     def kernel(out: View, x: View) -> None:
         dt = x.dtype.name
-        elementwise(op, C.expression(C.UNARY, op, dt), out, [x], [dt])
+        elementwise(op, C.expression(C.UNARY, op, dt), out, [x], [dt],
+                    family=("unary", op, _members("unary", dt)))
 
     kernel.__name__ = op
     return kernel
@@ -160,7 +236,8 @@ def binary(op: str) -> Callable[..., None]:
     def kernel(out: View, x: Any, y: Any) -> None:
         dt = _dtype_of(x, y)
         pro = C.INT_POW if op == "pow" and dt not in C.FLOATS else ""
-        elementwise(op, C.expression(C.BINARY, op, dt), out, [x, y], [dt, dt], pro)
+        elementwise(op, C.expression(C.BINARY, op, dt), out, [x, y], [dt, dt], pro,
+                    family=("binary", op, _members("binary", dt)))
 
     kernel.__name__ = op
     return kernel
@@ -222,7 +299,9 @@ _BITS = {"float16": "int16", "float32": "int32", "float64": "int64"}
 def cast(out: View, x: View) -> None:
     if out.dtype is x.dtype:
         return copy(out, x)
-    elementwise("cast", "a", out, [x], [x.dtype.name])
+    idt = x.dtype.name
+    elementwise("cast", "a", out, [x], [idt],
+                family=("cast", out.dtype.name, _members("cast", idt)))
 
 
 def arange(out: View, start: Any, step: Any) -> None:
@@ -292,6 +371,22 @@ _AT_DTYPE = {"float": "float32", "double": "float64", "long": "int64", "int": "i
              "short": "int16", "char": "int8", "uchar": "uint8"}
 
 
+def _reduction_kernel(dev: R.Device, op: str, xdt: str, odt: str, ro: int, ri: int, mode: str,
+                      arg: bool = False) -> Any:
+    """``C.reduction``'s kernel, compiled with its family (sum, prod, max, min;
+    or argmax, argmin) of the same dtypes and layout as one program."""
+    ops = ("argmax", "argmin") if arg else tuple(C.REDUCE)
+    makers = {o: (lambda name, o=o: C.reduction(o, xdt, odt, ro, ri, mode, arg, name)) for o in ops}
+    return _family_kernel(dev, (op, xdt, odt, ro, ri, mode), op,
+                          ("reduce", xdt, odt, ro, ri, mode, arg), makers)
+
+
+def _reduction_vec_kernel(dev: R.Device, op: str, xdt: str, ro: int, mode: str) -> Any:
+    """``C.reduction_vec``'s kernel, compiled with its family as one program."""
+    makers = {o: (lambda name, o=o: C.reduction_vec(o, xdt, ro, mode, name)) for o in C.REDUCE}
+    return _family_kernel(dev, (op, xdt, ro, mode), op, ("reduce_vec", xdt, ro, mode), makers)
+
+
 def _reduce(op: str, out: View, x: View, axes: tuple[int, ...], arg: bool = False) -> None:
     """Reduce ``x`` over ``axes`` into ``out`` (``x``'s shape with those axes 1)."""
     M = prod(out.shape)
@@ -311,7 +406,7 @@ def _reduce(op: str, out: View, x: View, axes: tuple[int, ...], arg: bool = Fals
     if vec and ri == 1 and xst[-1] == 1 and ist[-1] != 1 and oshape[-1] >= 8:
         nl = oshape[-1]
         cmode, W = ("cols64", 64) if nl >= 64 else ("cols", 8)
-        k = _kernel(dev, (op, xdt, ro, cmode), lambda: C.reduction_vec(op, xdt, ro, cmode))
+        k = _reduction_vec_kernel(dev, op, xdt, ro, cmode)
         items = (M // nl) * -(-nl // W)
         _enqueue(dev, k, items, [out.buffer.mem, out.offset, *ost, x.buffer.mem, x.offset, *xst,
                                  ist[0], *oshape[1:], K, 1, K, nl])
@@ -333,7 +428,7 @@ def _reduce(op: str, out: View, x: View, axes: tuple[int, ...], arg: bool = Fals
     if mode == "tree" and vec and ri == 1 and ist[0] == 1:
         # contiguous rows: each work item folds its share 8 elements at a time
         rmode = "rows" if parts == 1 else "rows_partial"
-        k = _kernel(dev, (op, xdt, ro, rmode), lambda: C.reduction_vec(op, xdt, ro, rmode))
+        k = _reduction_vec_kernel(dev, op, xdt, ro, rmode)
         xargs = [x.buffer.mem, x.offset, *xst, 1, *oshape[1:], K, parts, chunk]
         if parts == 1:
             k(dev.queue, (M * L,), (L,), out.buffer.mem, out.offset, *ost, *xargs)
@@ -344,8 +439,7 @@ def _reduce(op: str, out: View, x: View, axes: tuple[int, ...], arg: bool = Fals
         return
     args = [x.buffer.mem, x.offset, *xst, *ist, *oshape[1:], *ishape[1:], K, parts, chunk]
     if parts == 1:
-        key = (op, xdt, odt, ro, ri, mode)
-        k = _kernel(dev, key, lambda: C.reduction(op, xdt, odt, ro, ri, mode, arg))
+        k = _reduction_kernel(dev, op, xdt, odt, ro, ri, mode, arg)
         if mode == "serial":
             _enqueue(dev, k, M, [out.buffer.mem, out.offset, *ost, *args])
         else:
@@ -355,8 +449,7 @@ def _reduce(op: str, out: View, x: View, axes: tuple[int, ...], arg: bool = Fals
     at = C.CTYPE[odt][1]
     tdt = _AT_DTYPE[at]
     tmp = dev.alloc(M * parts * np.dtype(_ARG[tdt]).itemsize, "reduction partials")
-    key = (op, xdt, odt, ro, ri, "partial")
-    k = _kernel(dev, key, lambda: C.reduction(op, xdt, odt, ro, ri, "partial"))
+    k = _reduction_kernel(dev, op, xdt, odt, ro, ri, "partial")
     k(dev.queue, (M * parts * L,), (L,), tmp.mem, 0, *ost, *args)
     _reduce_partials(op, dev, out, ost, oshape, tmp, tdt, parts)
 
@@ -365,7 +458,7 @@ def _reduce_partials(op: str, dev: R.Device, out: View, ost: list[int], oshape: 
                      tmp: Buffer, tdt: str, parts: int) -> None:
     """Second launch of a split reduction: output o folds tmp[o*parts : (o+1)*parts]."""
     odt, ro, L = out.dtype.name, len(oshape), C.REDUCE_LOCAL
-    k = _kernel(dev, (op, tdt, odt, ro, 1, "tree"), lambda: C.reduction(op, tdt, odt, ro, 1, "tree"))
+    k = _reduction_kernel(dev, op, tdt, odt, ro, 1, "tree")
     tst = [parts * prod(oshape[d + 1:]) for d in range(ro)]
     k(dev.queue, (prod(oshape) * L,), (L,), out.buffer.mem, out.offset, *ost, tmp.mem, 0, *tst, 1,
       *oshape[1:], parts, 1, parts)
@@ -426,12 +519,25 @@ def index(out: View, x: View, indices: tuple[View, ...]) -> None:
     _enqueue(dev, k, n, args)
 
 
+# float16 scatters run on float32 copies: the sums never round to float16 midway
+# (which stops at 2048 when adding ones), only the result, once per element
+_F32 = DType("float32", "f", np.float32)
+
+
 def scatter_add(out: View, dim: int, index: View, src: View) -> None:
     length = index.shape[dim] if index.shape else 1
     cols = prod(index.shape) // length if length else 0
     if cols == 0:
         return
     dev = out.buffer.dev
+    if out.dtype.name == "float16":
+        _, wide_out = empty(out.shape, _F32, dev.index)
+        _, wide_src = empty(src.shape, _F32, dev.index)
+        cast(wide_out, out)
+        cast(wide_src, src)
+        scatter_add(wide_out, dim, index, wide_src)
+        cast(out, wide_out)
+        return
 
     def drop(t: tuple[int, ...]) -> tuple[int, ...]:
         return t[:dim] + t[dim + 1:]

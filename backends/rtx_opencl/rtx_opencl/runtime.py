@@ -112,16 +112,19 @@ class Device:
             self._local.programs = programs = {}
             return programs
 
-    def launcher(self, key: Any, build: Any, bind: Any) -> Any:
+    def launcher(self, key: Any, build: Any, bind: Any, program: Any = None) -> Any:
         """This thread's launcher for ``key``: ``build()`` compiles once per
         device (under the lock, so threads never build the same program twice),
-        ``bind(built)`` makes the kernel objects once per thread."""
-        built = self.built.get(key)
+        ``bind(built)`` makes the kernel objects once per thread. ``program``:
+        the key of the program ``build()`` makes when it holds kernels for
+        other keys too (built once for all of them); else ``key``."""
+        program = key if program is None else program
+        built = self.built.get(program)
         if built is None:
             with _lock:
-                built = self.built.get(key)
+                built = self.built.get(program)
                 if built is None:
-                    built = self.built[key] = build()
+                    built = self.built[program] = build()
         launcher = self.programs[key] = bind(built)
         return launcher
 
