@@ -176,11 +176,14 @@ def kernels(xp: Any, scatter_add_at: Callable[[Any, Any, Any], None] | None = No
         generic_where = where
 
         def where(out: Any, c: Any, x: Any, y: Any) -> None:  # noqa: F811
-            # NumPy's where and masked copyto branch per element: on a mixed mask
-            # (ReLU's backward) 6x slower than selecting the bits without a
-            # branch, out = y ^ ((x ^ y) & -c), in integers of out's width
+            # NumPy's where and masked copyto branch per element: on a mask of
+            # data (ReLU's backward) 6x slower than selecting the bits without a
+            # branch, out = y ^ ((x ^ y) & -c), in integers of out's width. A
+            # broadcast mask (causal attention's) is regular, so the branches are
+            # predicted, and the bit ops would run over its short inner rows
             bits = _SAME_WIDTH_INT.get(out.dtype.itemsize)
-            if bits is None or out.size < _BRANCHLESS_MIN or c.dtype != _BOOL:
+            if (bits is None or out.size < _BRANCHLESS_MIN or c.dtype != _BOOL
+                    or 0 in c.strides):
                 return generic_where(out, c, x, y)
             it = xp.dtype(bits)
             mask = c.view(xp.int8).astype(it)
