@@ -81,7 +81,7 @@ def __getattr__(name: str) -> Any:
     # stays as cheap as the tensor core
     import importlib
 
-    if name in ("nn", "optim", "utils", "linalg", "profiler", "distributions"):
+    if name in ("nn", "optim", "utils", "linalg", "profiler", "distributions", "jit"):
         return importlib.import_module(f"{__name__}.{name}")
     if name in ("save", "load"):
         return getattr(importlib.import_module(f"{__name__}.serialization"), name)
