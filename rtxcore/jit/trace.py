@@ -77,7 +77,7 @@ class _Tracer:
                 self.arg_bufs.setdefault(id(a._storage.buffer), i)
         # the tensors alive now: their cached views, and each buffer's extent
         for obj in gc.get_objects():
-            if type(obj) is Tensor or isinstance(obj, Tensor):
+            if issubclass(type(obj), Tensor):  # type(): no __class__ lookups on proxies
                 try:
                     buf = obj._storage.buffer
                 except AttributeError:
