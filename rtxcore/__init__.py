@@ -87,6 +87,8 @@ def __getattr__(name: str) -> Any:
         return getattr(importlib.import_module(f"{__name__}.serialization"), name)
     if name in ("accelerator", "cuda", "backends", "amp", "distributed"):
         return importlib.import_module(f"{__name__}.{name}")
+    if name == "compile":
+        return importlib.import_module(f"{__name__}.jit").compile
     if name in ("autocast", "is_autocast_enabled", "get_autocast_dtype"):
         return getattr(importlib.import_module(f"{__name__}.amp"), name)
     from ._unbuilt import UNBUILT, refuse_attribute

@@ -16,8 +16,6 @@ UNBUILT: dict[str, str] = {
     "distributed": "is not built yet: rtxcore trains in one process; run one process per "
                    "device and drop the torch.distributed calls (init_process_group, "
                    "DistributedDataParallel, ...)",
-    "compile": "is not built yet: rtxcore runs eagerly; use the model itself where the script "
-               "calls torch.compile(model)",
 }
 
 

@@ -488,8 +488,7 @@ def test_new_modules_load_lazily():
 # -- modules rtxcore does not have --------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name,what", [("sparse", "out of scope"), ("onnx", "out of scope"),
-                                       ("compile", "not built yet")])
+@pytest.mark.parametrize("name,what", [("sparse", "out of scope"), ("onnx", "out of scope")])
 def test_unbuilt_attributes(name, what):
     from rtxcore._unbuilt import UnbuiltAttributeError
 

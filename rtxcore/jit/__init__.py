@@ -32,9 +32,10 @@ import numpy as np
 from ..tensor import Tensor
 from .graph import FORMAT, VERSION, Graph, Node, Ref, dumps
 from .trace import TraceError, run_traced
+from .compile import CompiledFunction, compile  # noqa: E402  (after run_traced)
 
-__all__ = ["trace", "load", "Graph", "Node", "Ref", "TracedFunction", "LoadedGraph",
-           "TraceError"]
+__all__ = ["trace", "load", "compile", "Graph", "Node", "Ref", "TracedFunction", "LoadedGraph",
+           "CompiledFunction", "TraceError"]
 
 _GRAPH_KEY = "rtxcore.graph"
 
@@ -61,13 +62,22 @@ def trace(fn: Callable[..., Any], *example_inputs: Any, **kwargs: Any) -> "Trace
         if isinstance(a, Tensor) and not a._device._ready:
             a._device._resolve()
     graph, _, tr = run_traced(fn, tuple(example_inputs), kwargs, _module_names(fn))
-    if tr.host_reads:
-        raise TraceError(
-            "the traced function reads tensor values on the host (.item(), bool(t), "
-            f"printing, .numpy()) at {', '.join(dict.fromkeys(tr.host_reads))}: a graph can't "
-            "hold a decision made from data; trace the part before or after it")
+    why = _unrecordable(tr)
+    if why:
+        raise TraceError(why)
     args = [a if isinstance(a, Tensor) else None for a in example_inputs]
     return TracedFunction(graph, tr.externals, args)
+
+
+def _unrecordable(tr: Any) -> str | None:
+    """Why the trace can't be one graph (None when it can)."""
+    if tr.host_reads:
+        return ("the traced function reads tensor values on the host (.item(), bool(t), "
+                f"nonzero, printing, .numpy()) at {', '.join(dict.fromkeys(tr.host_reads))}: a "
+                "graph can't hold a decision made from data; trace the part before or after it")
+    if tr.problems:
+        return f"the trace can't hold {'; '.join(dict.fromkeys(tr.problems))}"
+    return None
 
 
 def _check_args(graph: Graph, args: tuple[Any, ...], n_traced: int) -> None:
@@ -87,7 +97,11 @@ class TracedFunction:
                          for a in example]
 
     def __call__(self, *args: Any) -> Any:
-        from .run import bind_input, run
+        return self.run_with_env(*args)[0]
+
+    def run_with_env(self, *args: Any) -> tuple[Any, dict[int, Tensor]]:
+        """Replay; also returns every graph value's tensor by id."""
+        from .run import bind_input, run_env
 
         _check_args(self.graph, args, len(self._layouts))
         for i, (a, lay) in enumerate(zip(args, self._layouts)):
@@ -107,7 +121,7 @@ class TracedFunction:
                 inputs[n.id] = bind_input(n.attrs["index"], args[n.attrs["index"]], v, dev)
             else:
                 inputs[n.id] = bind_input(n.id, self._externals[n.id], v, dev)
-        return run(self.graph, inputs, dev)
+        return run_env(self.graph, inputs, dev)
 
     def save(self, path: str) -> None:
         """One safetensors file: the constants, each external input's current value

@@ -41,6 +41,11 @@ def bind_input(i: int, t: Any, v: dict[str, Any], dev: Device) -> Tensor:
 def run(graph: Graph, inputs: dict[int, Tensor], dev: Device) -> Any:
     """Execute ``graph`` on ``dev``; ``inputs`` maps each input node's id to its
     bound buffer tensor. Returns the outputs, tensors rebuilt as views."""
+    return run_env(graph, inputs, dev)[0]
+
+
+def run_env(graph: Graph, inputs: dict[int, Tensor], dev: Device) -> tuple[Any, dict[int, Tensor]]:
+    """``run``, also returning every value's tensor by id."""
     dev = ready_device(dev)
     env: dict[int, Tensor] = dict(inputs)
     vals = graph.values
@@ -60,21 +65,30 @@ def run(graph: Graph, inputs: dict[int, Tensor], dev: Device) -> Any:
                                 v["offset"])
         else:
             read = len(n.writes) if op in READS_OUT else 0
+            node_args = n.args
+            rng = n.attrs.get("rng")
+            if rng is not None:  # fresh numbers each run, drawn as the eager op draws
+                from ..random import default_generator
+
+                seed, off = default_generator.take(rng)
+                node_args = list(n.args)
+                node_args[-2:] = [seed, off]
             k = dev.kernels.get(op) if op not in COMPOSITES else \
                 own_kernel(dev, op, lambda: env[n.writes[0][0]]._dtype)
             if k is None and op in DECOMPOSE:  # a composite this backend lacks
                 with no_grad():
                     DECOMPOSE[op](*(env[r] for r, _ in n.writes),
-                                  *(_tensor_arg(a, env) for a in n.args[read:]))
+                                  *(_tensor_arg(a, env) for a in node_args[read:]))
             else:
                 k = k or kernel(dev, op)
-                k(*(view_of(env[r]) for r, _ in n.writes), *(_arg(a, env) for a in n.args[read:]))
+                k(*(view_of(env[r]) for r, _ in n.writes),
+                  *(_arg(a, env) for a in node_args[read:]))
             for region, new in n.writes:
                 base = env[region]
                 # the new version is the whole buffer the region belongs to
                 env[new] = base if region not in vals or "of" not in vals[region] \
                     else _buffer_of(region, env, vals)
-    return _outputs(graph.outputs, env)
+    return _outputs(graph.outputs, env), env
 
 
 def _buffer_of(vid: int, env: dict[int, Tensor], vals: dict[int, dict[str, Any]]) -> Tensor:

@@ -72,6 +72,8 @@ class _Tracer:
         self.known: dict[int, Tensor] = {}  # id(buffer) -> a tensor showing it
         self.extent: dict[int, int] = {}
         self.host_reads: list[str] = []
+        self.problems: list[str] = []  # what the graph could not hold (besides host reads)
+        self.rng: list[int] = []  # sizes taken from the default generator, not yet used
         for i, a in enumerate(args):
             if isinstance(a, Tensor):
                 self.arg_bufs.setdefault(id(a._storage.buffer), i)
@@ -142,7 +144,7 @@ class _Tracer:
         info = self.views.get(id(h))
         if info is None or info[0] is not h:
             raise TraceError(f"a kernel got a {type(h).__name__} the trace did not see being "
-                             f"made (at {_user_line()})")
+                             f"made (at {_user_line()})")  # a bug of the tracer's: loud
         _, buf, shape, strides, off, dtype = info
         st = self._buffer(buf, dtype)
         ver = st["version"]
@@ -169,8 +171,8 @@ class _Tracer:
 
         if isinstance(a, np.generic):
             return a.item()
-        raise TraceError(f"can't record a kernel argument of type {type(a).__name__} "
-                         f"(at {_user_line()})")
+        self.problems.append(f"a kernel argument of type {type(a).__name__} at {_user_line()}")
+        return None
 
     # -- the swapped-in functions ----------------------------------------------------
 
@@ -218,7 +220,10 @@ class _Tracer:
                 new = self._value(st["shape"], st["dtype"])
                 writes.append((region, new))
                 st["version"] = new
-            self.g.add(Node(writes[0][1] if writes else -1, op, node_args, {}, writes))
+            attrs = {}
+            if op in ("uniform", "normal") and self.rng:
+                attrs["rng"] = self.rng.pop(0)  # numbers drawn anew on each replay
+            self.g.add(Node(writes[0][1] if writes else -1, op, node_args, attrs, writes))
 
         return traced
 
@@ -259,6 +264,17 @@ def run_traced(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, 
     if getattr(_active, "on", False):
         raise TraceError("rtxcore.jit.trace can't be nested")
     tr = _Tracer(args, names)
+    from .. import random as R
+
+    take = R.Generator.take
+
+    def recording_take(gen: Any, n: int) -> tuple[int, int]:
+        if gen is R.default_generator:
+            tr.rng.append(n)
+        else:
+            tr.problems.append(f"a random op with its own generator at {_user_line()}")
+        return take(gen, n)
+
     swapped = []
     for dev in list(Device._interned.values()):
         if not dev._ready:
@@ -267,11 +283,13 @@ def run_traced(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, 
         dev.kernels = {op: tr.kernel(op, k) for op, k in dev.kernels.items()}
         dev.view = tr.view(dev.view)
     _active.on = True
+    R.Generator.take = recording_take  # type: ignore[method-assign]
     try:
         result = fn(*args, **kwargs)
         tr.g.outputs = tr.output(result)
     finally:
         _active.on = False
+        R.Generator.take = take  # type: ignore[method-assign]
         for dev, kernels, view in swapped:
             dev.kernels, dev.view = kernels, view
     return tr.g, result, tr
