@@ -74,11 +74,11 @@ class _Entry:
     """One graph, what it assumed beyond the cache key, and what to restore."""
 
     def __init__(self, traced: Any, params: list[tuple[str, int]],
-                 optimizers: list[tuple[Any, Any]], grads: list[tuple[Tensor, int]]) -> None:
+                 optimizers: list[tuple[Any, Any]], grads: list[Tensor]) -> None:
         self.traced = traced
         self.params = params
         self.optimizers = optimizers
-        self.grads = grads  # (parameter, the view id of its .grad in the graph)
+        self.grads = grads  # the parameters whose .grad the graph's second output sets
 
     def valid(self, module: Any) -> str | None:
         if module is not None and self.params != _param_ids(module):
@@ -98,8 +98,9 @@ class CompiledFunction:
     """What ``rtxcore.compile`` returns: call it like the function or module."""
 
     def __init__(self, fn: Callable[..., Any], fullgraph: bool = False, cache_size: int = 8,
-                 dynamic: Any = None) -> None:
+                 dynamic: Any = None, optimize: bool = True) -> None:
         self._fn = fn
+        self.optimize = optimize
         self._module = _module_of(fn)
         self.fullgraph = fullgraph
         self.cache_size = cache_size
@@ -156,9 +157,18 @@ class CompiledFunction:
             self._remember(key, None)
             return result
         self.traces += 1
-        params = _param_ids(self._module) if self._module is not None else []
         grads = _grad_outputs(tr, optimizers, self._module)
-        self._remember(key, _Entry(traced, params, optimizers, grads))
+        # the gradients are outputs too (a replay points .grad at them): no pass
+        # may drop, rename away or reuse them
+        g = traced.graph
+        g.outputs = {"seq": [g.outputs, {"seq": [{"view": v} for _, v in grads],
+                                         "type": "list"}], "type": "tuple"}
+        if self.optimize:
+            from .passes import optimize
+
+            traced.graph = optimize(g)
+        params = _param_ids(self._module) if self._module is not None else []
+        self._remember(key, _Entry(traced, params, optimizers, [p for p, _ in grads]))
         return result
 
     def _remember(self, key: Any, entry: _Entry | None) -> None:
@@ -168,12 +178,9 @@ class CompiledFunction:
             self._cache.popitem(last=False)
 
     def _replay(self, entry: _Entry, args: tuple[Any, ...]) -> Any:
-        out, env = entry.traced.run_with_env(*args)
-        from ..ops.core import as_view
-
-        for p, vid in entry.grads:
-            t = env[vid]
-            p.grad = as_view(t, t._shape, t._strides, t._offset)
+        out, grads = entry.traced(*args)
+        for p, g in zip(entry.grads, grads):
+            p.grad = g
         return out
 
 
@@ -253,13 +260,16 @@ def compile(model: Any = None, *, fullgraph: bool = False, dynamic: Any = None,
     """``torch.compile``'s signature: returns a compiled function or module (or,
     without ``model``, a decorator). ``backend``, ``mode``, ``options`` and
     ``dynamic`` are accepted and ignored (one compiler here); ``disable=True``
-    returns ``model`` itself."""
+    returns ``model`` itself; ``options={"optimize": False}`` replays graphs as
+    traced, without ``rtxcore.jit.passes.optimize``."""
     def wrap(fn: Any) -> Any:
         if disable:
             return fn
         if not callable(fn):
             raise TypeError(f"rtxcore.compile: expected a function or module, got "
                             f"{type(fn).__name__}")
-        return CompiledFunction(fn, fullgraph=fullgraph, cache_size=cache_size, dynamic=dynamic)
+        opts = dict(options or {})
+        return CompiledFunction(fn, fullgraph=fullgraph, cache_size=cache_size, dynamic=dynamic,
+                                optimize=bool(opts.get("optimize", True)))
 
     return wrap if model is None else wrap(model)

@@ -219,7 +219,8 @@ class Graph:
                     raise ValueError(f"graph names an unknown dtype {v['dtype']!r}")
             for nd in doc["nodes"]:
                 op = nd["op"]
-                if op not in ("input", "const", "alloc", "view") and not OPS.is_known_op(op):
+                if op not in ("input", "const", "alloc", "view", "fused") and \
+                        not OPS.is_known_op(op):
                     raise ValueError(f"graph names an unknown op {op!r}")
                 g.nodes.append(Node(int(nd["id"]), op, _dec(nd["args"]), dict(nd["attrs"]),
                                     [(int(a), int(b)) for a, b in nd["writes"]]))

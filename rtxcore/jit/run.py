@@ -56,7 +56,14 @@ def run_env(graph: Graph, inputs: dict[int, Tensor], dev: Device) -> tuple[Any, 
                 raise ValueError(f"graph input %{n.id} ({n.attrs}) was not given")
         elif op == "alloc":
             v = vals[n.id]
-            env[n.id] = empty(tuple(v["shape"]), D.BY_NAME[v["dtype"]], dev)
+            shape = tuple(v["shape"])
+            home = n.attrs.get("reuse")
+            env[n.id] = empty(shape, D.BY_NAME[v["dtype"]], dev) if home is None else \
+                as_view(env[home], shape, contiguous_strides(shape), 0)
+        elif op == "fused":
+            _run_fused(n, env, dev)
+            for region, new in n.writes:  # fused outputs are whole fresh buffers
+                env[new] = env[region]
         elif op == "const":
             env[n.id] = from_host(graph.constants[n.attrs["name"]], dev)
         elif op == "view":
@@ -89,6 +96,42 @@ def run_env(graph: Graph, inputs: dict[int, Tensor], dev: Device) -> tuple[Any, 
                 env[new] = base if region not in vals or "of" not in vals[region] \
                     else _buffer_of(region, env, vals)
     return _outputs(graph.outputs, env), env
+
+
+_FUSED: dict[tuple[Any, str], Any] = {}  # (device, program) -> runner or None
+
+
+def _run_fused(n: Any, env: dict[int, Tensor], dev: Device) -> None:
+    """A fused group: the backend's runner for it, else its steps one by one."""
+    import json
+
+    prog = n.attrs["program"]
+    key = (dev, json.dumps(prog, sort_keys=True, default=str))
+    fn = _FUSED.get(key, False)
+    if fn is False:
+        fn = dev.backend.fuse(prog, dev.index)
+        if len(_FUSED) > 1024:
+            _FUSED.clear()
+        _FUSED[key] = fn
+    count = prog["n"]
+    flat = (count,)
+
+    def flat_view(t: Tensor) -> Tensor:
+        return as_view(t, flat, (1,), t._offset) if t._shape != flat else t
+
+    outs = [flat_view(env[r]) for r, _ in n.writes]
+    ins = [flat_view(env[a.id]) for a in n.args]
+    if fn is not None:
+        fn([view_of(t) for t in outs], [view_of(t) for t in ins])
+        return
+    where = {k: j for j, k in enumerate(prog["outputs"])}
+    vals: list[Tensor] = []
+    for k, (op, dt, operands) in enumerate(prog["steps"]):
+        o = outs[where[k]] if k in where else empty(flat, D.BY_NAME[dt], dev)
+        args = [view_of(ins[v]) if kind == "in" else view_of(vals[v]) if kind == "step" else v
+                for kind, v in operands]
+        kernel(dev, op)(view_of(o), *args)
+        vals.append(o)
 
 
 def _buffer_of(vid: int, env: dict[int, Tensor], vals: dict[int, dict[str, Any]]) -> Tensor:
