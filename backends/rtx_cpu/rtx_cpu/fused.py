@@ -25,12 +25,35 @@ def runner(program: dict[str, Any], kernels: dict[str, Callable[..., None]]) -> 
     plan = [(kernels[op], np.dtype(dt if dt != "bool" else np.bool_), operands)
             for op, dt, operands in steps]
 
+    # scratch slots, reused once a step's result has had its last reader (fewer
+    # block-sized arrays: the working set stays in cache)
+    last = {}
+    for k, (_, _, operands) in enumerate(plan):
+        for kind, v in operands:
+            if kind == "step":
+                last[v] = k
+    slot_of: dict[int, int] = {}
+    slot_dtype: list[np.dtype] = []
+    free: list[int] = []
+    for k, (_, dt, operands) in enumerate(plan):
+        dying = [v for kind, v in operands if kind == "step" and last.get(v) == k
+                 and v in slot_of]
+        if k not in outputs:
+            pick = next((s for s in free if slot_dtype[s] == dt), None)
+            if pick is None:
+                slot_dtype.append(dt)
+                pick = len(slot_dtype) - 1
+            else:
+                free.remove(pick)
+            slot_of[k] = pick
+        free.extend(slot_of[v] for v in dying if slot_of[v] not in free and v != k)
+
     def run(outs: list[np.ndarray], ins: list[np.ndarray]) -> None:
         flat_in = [a.reshape(-1) for a in ins]
         flat_out = [a.reshape(-1) for a in outs]
         size = min(BLOCK, n)
-        scratch = [None if k in outputs else np.empty(size, dt)
-                   for k, (_, dt, _) in enumerate(plan)]
+        slots = [np.empty(size, dt) for dt in slot_dtype]
+        scratch = [None if k in outputs else slots[slot_of[k]] for k in range(len(plan))]
         for i in range(0, n, BLOCK):
             j = min(i + BLOCK, n)
             m = j - i

@@ -41,8 +41,22 @@ def _literal(v: Any, dtype: str) -> str:
     return f"(CT){int(v)}L"
 
 
-def source(program: dict[str, Any]) -> tuple[str, list[str]]:
-    """(OpenCL C source, argument kinds) of kernel ``k`` running ``program``."""
+# ops whose expressions are the same on vector types (no ?:, no comparisons)
+_VECTOR_OPS = {"neg", "abs", "exp", "log", "sqrt", "sin", "cos", "tanh", "reciprocal", "floor",
+               "copy", "add", "sub", "mul", "div"}
+WIDTH = 8  # floats per work-item in the vector form: PoCL vectorises builtins on float8
+
+
+def vectorizable(program: dict[str, Any]) -> bool:
+    """float32 throughout and only ops whose expression reads the same on float8."""
+    return (all(dt == "float32" for dt in program["inputs"])
+            and all(op in _VECTOR_OPS and dt == "float32" for op, dt, _ in program["steps"]))
+
+
+def source(program: dict[str, Any], width: int = 1) -> tuple[str, list[str]]:
+    """(OpenCL C source, argument kinds) of kernel ``k`` running ``program``; with
+    ``width`` > 1 (a vectorizable program) each work-item does ``width``
+    consecutive elements on vector types."""
     ins, steps, outs = program["inputs"], program["steps"], program["outputs"]
     dtypes = set(ins) | {dt for _, dt, _ in steps}
     params, kinds = [], []
@@ -53,8 +67,12 @@ def source(program: dict[str, Any]) -> tuple[str, list[str]]:
         params += [f"__global const {C.CTYPE[dt][0]} *p{i}", f"long p{i}_o"]
         kinds += ["buf", "long"]
     body = ["const long i = get_global_id(0);"]
+    vec = f"float{width}" if width > 1 else None
     for i, dt in enumerate(ins):
-        body.append(f"const {C.CTYPE[dt][1]} x{i} = {C.load(dt, f'p{i}', f'p{i}_o + i')};")
+        if vec:
+            body.append(f"const {vec} x{i} = vload{width}(0, p{i} + p{i}_o + i * {width});")
+        else:
+            body.append(f"const {C.CTYPE[dt][1]} x{i} = {C.load(dt, f'p{i}', f'p{i}_o + i')};")
     step_dt = [dt for _, dt, _ in steps]
     for k, (op, dt, operands) in enumerate(steps):
         def dtype_of(o: list[Any]) -> str | None:
@@ -78,10 +96,14 @@ def source(program: dict[str, Any]) -> tuple[str, list[str]]:
                          else _literal(v, opnd if op != "where" or len(names) else "bool"))
         sub = dict(zip("abc", names))
         e = _TOKEN.sub(lambda m: f"({sub[m.group(1)]})", expr)
-        body.append(f"#undef CT\n#define CT {C.CTYPE[opnd][1]}")
-        body.append(f"const {C.CTYPE[dt][1]} s{k} = ({C.CTYPE[dt][1]})({e});")
+        ct, rt = (vec, vec) if vec else (C.CTYPE[opnd][1], C.CTYPE[dt][1])
+        body.append(f"#undef CT\n#define CT {ct}")
+        body.append(f"const {rt} s{k} = ({rt})({e});")
     for j, k in enumerate(outs):
-        body.append(C.store(steps[k][1], f"o{j}", f"o{j}_o + i", f"s{k}"))
+        if vec:
+            body.append(f"vstore{width}(s{k}, 0, o{j} + o{j}_o + i * {width});")
+        else:
+            body.append(C.store(steps[k][1], f"o{j}", f"o{j}_o + i", f"s{k}"))
     src = (C.header(dtypes) + "#define CT float\n"
            + "__kernel void k(" + ", ".join(params) + ")\n{\n    "
            + "\n    ".join(body) + "\n}\n")
@@ -101,15 +123,26 @@ def runner(program: dict[str, Any]) -> Callable[..., None] | None:
         return None  # an op not defined for a dtype here: the core runs it op by op
     key = ("fused", json.dumps(program, sort_keys=True, default=str))
     n = program["n"]
+    vector = vectorizable(program) and n >= WIDTH
 
     def run(outs: list[Any], ins: list[Any]) -> None:
         if n == 0:
             return
         dev = outs[0].buffer.dev
-        k = K._kernel(dev, key, lambda: source(program))
         args: list[Any] = []
         for v in list(outs) + list(ins):
             args += [v.buffer.mem, v.offset]
-        K._enqueue(dev, k, n, args)
+        done = 0
+        if vector:
+            kv = K._kernel(dev, key + (WIDTH,), lambda: source(program, WIDTH))
+            m = n // WIDTH
+            K._enqueue(dev, kv, m, args)
+            done = m * WIDTH
+        if done < n:  # the tail (or all of it) one element per work-item
+            k = K._kernel(dev, key, lambda: source(program))
+            if done:
+                k(dev.queue, (n - done,), (1,), *args, global_offset=(done,))
+            else:
+                K._enqueue(dev, k, n, args)
 
     return run
