@@ -41,10 +41,8 @@ def _literal(v: Any, dtype: str) -> str:
     return f"(CT){int(v)}L"
 
 
-# ops whose expressions are the same on vector types (no ?:, no comparisons)
-_VECTOR_OPS = {"neg", "abs", "exp", "log", "sqrt", "sin", "cos", "tanh", "reciprocal", "floor",
-               "copy", "add", "sub", "mul", "div"}
-WIDTH = 8  # floats per work-item in the vector form: PoCL vectorises builtins on float8
+_VECTOR_OPS = C.VECTOR_OPS  # the same on vector types (no ?:, no comparisons)
+WIDTH = C.WIDTH  # floats per work-item in the vector form: PoCL vectorises builtins on float8
 
 
 def vectorizable(program: dict[str, Any]) -> bool:
