@@ -155,3 +155,21 @@ def test_the_cache_is_bounded_and_compile_keeps_torch_signature():
     assert _np(dec(rc.ones(2))).tolist() == [3.0, 3.0]
     with pytest.raises(TypeError, match="expected a function or module"):
         rc.compile(3)
+
+
+def test_a_compiled_module_under_grad_mode_keeps_autograd():
+    """torch.compile(model) then loss.backward() outside: outputs that need
+    autograd history run eagerly (with one warning), so backward works each call."""
+    m = nn.Linear(3, 2)
+    cm = rc.compile(m)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            m.zero_grad()
+            cm(rc.ones(4, 3)).sum().backward()
+            np.testing.assert_allclose(_np(m.weight.grad), 4.0, rtol=1e-6)
+    assert any("require grad" in str(x.message) for x in w)
+    with rc.no_grad():  # inference replays
+        cm(rc.ones(4, 3))
+        cm(rc.ones(4, 3))
+    assert cm.traces == 1

@@ -156,6 +156,18 @@ class CompiledFunction:
                 warnings.warn(f"rtxcore.compile: running eagerly: {why}", stacklevel=4)
             self._remember(key, None)
             return result
+        if _needs_autograd(result):
+            # a replay makes plain tensors: outputs that carry autograd history
+            # (a module's forward under grad mode, for a backward outside) run
+            # eagerly; compile the whole training step to replay it
+            why = ("its outputs require grad (a backward outside the compiled function "
+                   "needs their history): it runs eagerly; compile the whole training "
+                   "step, or call it under torch.no_grad()")
+            if why not in _warned:
+                _warned.add(why)
+                warnings.warn(f"rtxcore.compile: {why}", stacklevel=4)
+            self._remember(key, None)
+            return result
         self.traces += 1
         grads = _grad_outputs(tr, optimizers, self._module)
         # the gradients are outputs too (a replay points .grad at them): no pass
@@ -220,6 +232,16 @@ def _trace_with_optimizers(fn: Callable[..., Any], args: tuple[Any, ...],
         return None, result, tr
     args_t = [a if isinstance(a, Tensor) else None for a in args]
     return TracedFunction(graph, tr.externals, args_t), result, tr
+
+
+def _needs_autograd(o: Any) -> bool:
+    if isinstance(o, Tensor):
+        return o.requires_grad
+    if isinstance(o, (tuple, list)):
+        return any(_needs_autograd(x) for x in o)
+    if isinstance(o, dict):
+        return any(_needs_autograd(x) for x in o.values())
+    return False
 
 
 def _subclasses(cls: type) -> list[type]:
