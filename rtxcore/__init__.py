@@ -81,12 +81,14 @@ def __getattr__(name: str) -> Any:
     # stays as cheap as the tensor core
     import importlib
 
-    if name in ("nn", "optim", "utils", "linalg", "profiler", "distributions"):
+    if name in ("nn", "optim", "utils", "linalg", "profiler", "distributions", "jit"):
         return importlib.import_module(f"{__name__}.{name}")
     if name in ("save", "load"):
         return getattr(importlib.import_module(f"{__name__}.serialization"), name)
     if name in ("accelerator", "cuda", "backends", "amp", "distributed"):
         return importlib.import_module(f"{__name__}.{name}")
+    if name == "compile":
+        return importlib.import_module(f"{__name__}.jit").compile
     if name in ("autocast", "is_autocast_enabled", "get_autocast_dtype"):
         return getattr(importlib.import_module(f"{__name__}.amp"), name)
     from ._unbuilt import UNBUILT, refuse_attribute

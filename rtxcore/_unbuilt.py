@@ -1,6 +1,6 @@
 """PyTorch modules rtxcore does not have, and what to do instead: the one place
-that says so. ``rtxcore.jit`` (attribute access) raises ``UnbuiltAttributeError``
-(an AttributeError), ``import rtxcore.jit`` raises ``UnbuiltModuleError`` (an
+that says so. ``rtxcore.onnx`` (attribute access) raises ``UnbuiltAttributeError``
+(an AttributeError), ``import rtxcore.onnx`` raises ``UnbuiltModuleError`` (an
 ImportError); both carry the message below."""
 
 from __future__ import annotations
@@ -16,10 +16,6 @@ UNBUILT: dict[str, str] = {
     "distributed": "is not built yet: rtxcore trains in one process; run one process per "
                    "device and drop the torch.distributed calls (init_process_group, "
                    "DistributedDataParallel, ...)",
-    "jit": "is not built yet: rtxcore runs eagerly; call the function or module directly "
-           "instead of torch.jit.script / torch.jit.trace",
-    "compile": "is not built yet: rtxcore runs eagerly; use the model itself where the script "
-               "calls torch.compile(model)",
 }
 
 

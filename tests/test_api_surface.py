@@ -488,8 +488,7 @@ def test_new_modules_load_lazily():
 # -- modules rtxcore does not have --------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name,what", [("sparse", "out of scope"), ("onnx", "out of scope"),
-                                       ("jit", "not built yet"), ("compile", "not built yet")])
+@pytest.mark.parametrize("name,what", [("sparse", "out of scope"), ("onnx", "out of scope")])
 def test_unbuilt_attributes(name, what):
     from rtxcore._unbuilt import UnbuiltAttributeError
 
@@ -502,7 +501,7 @@ def test_unbuilt_attributes(name, what):
 
 @pytest.mark.parametrize("module,what", [
     ("rtxcore.sparse", "out of scope"), ("rtxcore.onnx", "out of scope"),
-    ("rtxcore.jit", "not built yet"), ("rtxcore.utils.tensorboard", "out of scope")])
+    ("rtxcore.utils.tensorboard", "out of scope")])
 def test_unbuilt_imports(module, what):
     import importlib
 
@@ -528,8 +527,9 @@ def test_distributed_answers_the_questions_scripts_ask_and_refuses_the_rest():
 def test_unbuilt_from_imports():
     with pytest.raises(ImportError, match="rtxcore.utils.tensorboard is out of scope"):
         from rtxcore.utils.tensorboard import SummaryWriter  # noqa: F401
-    with pytest.raises(ImportError, match="rtxcore.jit is not built yet"):
-        from rtxcore import jit  # noqa: F401
+    from rtxcore import jit  # built: tracing into graphs
+
+    assert jit.trace is rc.jit.trace
     with pytest.raises(AttributeError, match="rtxcore.utils.tensorboard is out of scope"):
         rc.utils.tensorboard  # noqa: B018
     assert rc.utils.data is not None  # the rest of utils is untouched

@@ -188,6 +188,26 @@ class Backend:
         """Facts ``rtx info`` shows under the backend (a device left out and why)."""
         return []
 
+    def fuse(self, program: dict[str, Any], index: int) -> Callable[[list[Any], list[Any]], None] | None:
+        """Optional: a runner for a fused group of elementwise ops (``rtxcore.jit``'s
+        ``fuse_elementwise`` pass makes them), or None to have the core run the
+        group's ops one by one through the kernel table.
+
+        ``program`` (JSON-like, hashable once dumped): ``n`` elements; ``inputs``,
+        the dtype names of the input operands; ``steps``, each ``[op, dtype,
+        operands]`` with ``op`` an elementwise primitive (unary, binary, compare,
+        ``where``, ``cast``, ``copy``), ``dtype`` its result's dtype name and each
+        operand ``["in", i]``, ``["step", j]`` (an earlier step's result) or
+        ``["const", value]`` (a Python scalar already of the op's dtype); and
+        ``outputs``, the steps whose results are written out. Operands follow the
+        kernel conventions (``rtxcore.dispatch.ops``): a binary op's operands
+        share the result's dtype except comparisons and logical ops (bool
+        results), ``where`` reads a bool condition. The runner is called as
+        ``run(outs, ins)``: ``outs`` one contiguous View of ``n`` elements per
+        output, ``ins`` one contiguous View of ``n`` elements per input. The
+        core asks once per (program, device) and keeps the answer."""
+        return None
+
     def to_dlpack(self, view: Any, **kwargs: Any) -> Any:
         """A DLPack capsule sharing ``view``'s memory (``kwargs`` are those of
         ``__dlpack__``: stream, max_version, ...)."""

@@ -207,7 +207,12 @@ def kernels(xp: Any, scatter_add_at: Callable[[Any, Any, Any], None] | None = No
         grid = [xp.arange(n).reshape([n if d == e else 1 for e in range(nd)])
                 for d, n in enumerate(index.shape)]
         grid[dim] = index
-        add_at(out, tuple(grid), src)
+        if index.shape[dim] == 1:
+            # one source per line along dim (cross_entropy's backward, a gather's
+            # VJP): the targets are distinct, so a plain indexed add is exact
+            out[tuple(grid)] += src
+        else:
+            add_at(out, tuple(grid), src)
 
     def index(out: Any, x: Any, indices: tuple[Any, ...]) -> None:
         out[...] = x[indices]

@@ -1345,7 +1345,12 @@ class _CrossEntropy(Function):
     @staticmethod
     def forward(ctx: Any, input: Tensor, target: Tensor, weight: Tensor | None,
                 ignore_index: int, reduction: str, c: int) -> Tensor:
-        logp = R.log_softmax(input, 1)
+        k = own_kernel(input._device, "log_softmax", input._dtype)
+        if k is not None and input._dtype.kind == "f" and input.numel():
+            logp = empty(input._shape, input._dtype, input._device)
+            k(logp._h, view_of(input), 1)
+        else:
+            logp = R.log_softmax(input, 1)
         bounds = (_index_bounds(target) if weight is None and not 0 <= ignore_index < c
                   and target.numel() and target._device is logp._device else (-1, c))
         if 0 <= bounds[0] and bounds[1] < c:
@@ -1361,8 +1366,12 @@ class _CrossEntropy(Function):
             denom = None
         else:
             s = picked.sum()
-            denom = (float(picked.numel()) if wt is None else wt.sum()) if reduction == "mean" else None
-            out = -s if denom is None else s / -denom
+            if reduction == "mean" and wt is None:
+                denom = float(picked.numel())
+                out = s.div_(-denom)  # s is fresh: divided in place
+            else:
+                denom = wt.sum() if reduction == "mean" else None
+                out = -s if denom is None else s / -denom
         ctx.save_for_backward(input, logp)
         ctx.bw = (idx, wt, denom)
         return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..ops.creation import zeros_like
+from ..tensor import Tensor
 from .optimizer import Optimizer, _check_nonneg, _lerp_, _scalar, implementation_options
 
 __all__ = ["Adam", "AdamW"]
@@ -90,9 +91,14 @@ class Adam(Optimizer):
             exp_avg, exp_avg_sq = st["exp_avg"], st["exp_avg_sq"]
             _lerp_(exp_avg, g, w1)
             exp_avg_sq.mul_(beta2).add_(g.mul(w2).mul_(g))  # addcmul_(g, g, value=w2)
-            bias_correction1 = 1 - beta1 ** step
-            bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
-            step_size = lr / bias_correction1
+            if isinstance(step, Tensor):  # capturable: the corrections as tensor ops
+                bias_correction1 = 1 - beta1 ** step
+                bias_correction2_sqrt = (1 - beta2 ** step).sqrt()
+                step_size = bias_correction1.reciprocal().mul_(-lr)
+            else:
+                bias_correction1 = 1 - beta1 ** step
+                bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
+                step_size = -lr / bias_correction1
             if amsgrad:
                 vmax = st["max_exp_avg_sq"]
                 vmax.maximum_(exp_avg_sq)
@@ -100,7 +106,7 @@ class Adam(Optimizer):
             else:
                 denom = exp_avg_sq.sqrt()
             denom.div_(bias_correction2_sqrt).add_(eps)
-            p.add_(exp_avg.mul(-step_size).div_(denom))  # addcdiv_(m, denom, value=-step_size)
+            p.add_(exp_avg.mul(step_size).div_(denom))  # addcdiv_(m, denom, value=-step_size)
 
 
 class AdamW(Adam):

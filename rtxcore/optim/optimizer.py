@@ -20,6 +20,8 @@ from typing import Any
 
 from ..autograd.grad_mode import _state as _grad_state
 from ..tensor import Tensor
+from ..dtype import float32
+from ..ops.creation import full, zeros
 
 __all__ = ["Optimizer", "required"]
 
@@ -227,11 +229,20 @@ class Optimizer:
                 continue
             st = state[p]
             if not st:
-                st["step"] = 0
+                # capturable: the count is a tensor on the parameter's device, counted
+                # in place, so a traced step (rtxcore.jit) advances it on replay
+                st["step"] = zeros((), dtype=float32, device=p.device) \
+                    if group.get("capturable") else 0
                 init(st, p)
             if maximize:
                 g = -g
-            step = st["step"] = st["step"] + 1
+            step = st["step"]
+            if group.get("capturable") and not isinstance(step, Tensor):  # loaded as a number
+                step = st["step"] = full((), float(step), dtype=float32, device=p.device)
+            if isinstance(step, Tensor):
+                step.add_(1)
+            else:
+                step = st["step"] = step + 1
             if wd != 0:
                 g = g.add(p, alpha=wd)
             yield p, g, st, step

@@ -34,6 +34,11 @@ class CPUBackend(Backend):
         return {"cores": os.cpu_count(), "numpy": np.__version__,
                 "buffer pool": "on" if memory._enabled else "off"}
 
+    def fuse(self, program: dict[str, Any], index: int) -> Any:
+        from .fused import runner
+
+        return runner(program, KERNELS)
+
     def view(self, buffer: np.ndarray, shape: tuple[int, ...], strides: tuple[int, ...],
              offset: int, dtype: DType) -> np.ndarray:
         isz = dtype.itemsize

@@ -351,9 +351,15 @@ def scatter_add(out: np.ndarray, dim: int, index: np.ndarray, src: np.ndarray) -
     v, n = out.shape[dim], index.shape[dim]
     rows = all(index.strides[d] == 0 or index.shape[d] == 1 for d in range(nd) if d != dim)
     if rows and v <= _ONEHOT_ROWS and v * n <= _ONEHOT_MAX and index.size > n:
-        idx = np.moveaxis(index, dim, 0)[(slice(None),) + (0,) * (nd - 1)]
         wide = np.float32 if out.dtype == np.float16 else out.dtype  # BLAS, float32 sums
         onehot = np.zeros((v, n), wide)
+        if dim == 0 and index.shape[1:] == out.shape[1:] and src.shape == index.shape:
+            # the common case (embedding's backward) without the moveaxis views
+            onehot[index[(slice(None),) + (0,) * (nd - 1)], np.arange(n)] = 1
+            part = np.matmul(onehot, src.reshape(n, -1).astype(wide, copy=False))
+            np.add(out, part.reshape(out.shape), out=out, casting="unsafe")
+            return
+        idx = np.moveaxis(index, dim, 0)[(slice(None),) + (0,) * (nd - 1)]
         onehot[idx, np.arange(n)] = 1
         s = np.moveaxis(src, dim, 0).astype(wide, copy=False)
         part = np.matmul(onehot, s.reshape(n, -1)).reshape((v,) + s.shape[1:])

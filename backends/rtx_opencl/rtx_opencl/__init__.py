@@ -62,6 +62,11 @@ class OpenCLBackend(Backend):
         d = runtime.device(index).cl_device
         return not d.type & runtime.cl.device_type.CPU
 
+    def fuse(self, program: dict[str, Any], index: int) -> Any:
+        from .fused import runner
+
+        return runner(program)
+
     def profiling_start(self, current: Any) -> bool:
         return runtime.profiling_start(current)
 

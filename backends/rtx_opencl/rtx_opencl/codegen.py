@@ -200,6 +200,35 @@ def elementwise(op: str, expr: str, out: tuple[str, str], ins: list[tuple[str, s
     return src, kinds
 
 
+# float32 elementwise ops whose expressions read the same on vector types (no ?:,
+# no comparisons): contiguous launches of these run WIDTH elements a work-item
+VECTOR_OPS = frozenset({"neg", "abs", "exp", "log", "sqrt", "sin", "cos", "tanh", "reciprocal",
+                        "floor", "copy", "add", "sub", "mul", "div"})
+WIDTH = 8
+
+
+def elementwise_vector(op: str, expr: str, layouts: list[str]) -> tuple[str, list[str]]:
+    """``elementwise`` for float32 contiguous operands (layout ``c``) or scalars
+    (``k``), WIDTH consecutive elements per work-item on floatWIDTH. Its
+    arguments are those of the contiguous scalar kernel, so one argument list
+    serves both (the scalar one runs the tail)."""
+    vt = f"float{WIDTH}"
+    params, kinds, body = ["__global float *out", "long out_o"], ["buf", "long"], []
+    for name, lay in zip("abc", layouts):
+        if lay == "k":
+            params.append(f"float {name}")
+            kinds.append("float32")
+        else:
+            params += [f"__global const float *p{name}", f"long p{name}_o"]
+            kinds += ["buf", "long"]
+            body.append(f"const {vt} {name} = vload{WIDTH}(0, p{name} + p{name}_o + i * {WIDTH});")
+    src = (header(["float32"]) + f"#define CT {vt}\n/* {op}, vector form: out = {expr} */\n"
+           + "__kernel void k(" + ", ".join(params) + ")\n{\n"
+           + "    const long i = get_global_id(0);\n    " + "\n    ".join(body)
+           + f"\n    vstore{WIDTH}(({vt})({expr}), 0, out + out_o + i * {WIDTH});\n}}\n")
+    return src, kinds
+
+
 # -- reductions ------------------------------------------------------------------------------
 
 REDUCE_LOCAL = 128  # work-group size of tree reductions (a power of two)

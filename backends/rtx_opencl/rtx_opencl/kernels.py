@@ -176,6 +176,19 @@ def elementwise(op: str, expr: str, out: View, ins: list[Any], in_dtypes: list[s
         # (the program's key: the family and everything of this key but op and out dtype)
         program = (fname, odt if members[label][3] is None else None, *key[2:])
         k = _family_kernel(dev, key, label, program, {lb: maker(m) for lb, m in members.items()})
+    if (lay == "c" and op in C.VECTOR_OPS and odt == "float32" and n >= C.WIDTH
+            and not prologue and not extra and all(d == "float32" for d in in_dtypes)):
+        # float32, contiguous: WIDTH elements a work-item on vector types, where
+        # PoCL vectorises exp/tanh/...; the tail below, one element at a time
+        kv = _kernel(dev, key + ("v",), lambda: C.elementwise_vector(op, expr, list(layouts)))
+        args = [out.buffer.mem, out.offset]
+        for v in ins:
+            args += [v.buffer.mem, v.offset] if type(v) is View else [v]
+        m = n // C.WIDTH
+        _enqueue(dev, kv, m, args)
+        if m * C.WIDTH < n:
+            k(dev.queue, (n - m * C.WIDTH,), (1,), *args, global_offset=(m * C.WIDTH,))
+        return
     args: list[Any] = [out.buffer.mem, out.offset]
     if lay == "s":
         args += sts[0]

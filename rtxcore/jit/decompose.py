@@ -1,0 +1,110 @@
+"""Composite nodes on a device whose backend lacks that composite: the core's own
+decomposition, run on the node's tensors. A graph traced where ``gelu`` is one
+kernel (cpu) then runs where it is several (a backend with primitives only)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..tensor import Tensor
+
+
+def _unary(name: str) -> Callable[..., None]:
+    def run(out: Tensor, x: Tensor) -> None:
+        import rtxcore as rc
+
+        out.copy_(getattr(rc, name)(x))
+
+    return run
+
+
+def _binary(name: str) -> Callable[..., None]:
+    def run(out: Tensor, x: Any, y: Any) -> None:
+        import rtxcore as rc
+
+        if not isinstance(x, Tensor):  # a scalar first operand: the op from y's side
+            x = rc.full_like(y, x)
+        out.copy_(getattr(rc, name)(x, y))
+
+    return run
+
+
+def _cumsum(out: Tensor, x: Tensor, axis: int) -> None:
+    out.copy_(x.cumsum(axis))
+
+
+def _softmax(out: Tensor, x: Tensor, axis: int) -> None:
+    out.copy_(x.softmax(axis))
+
+
+def _log_softmax(out: Tensor, x: Tensor, axis: int) -> None:
+    out.copy_(x.log_softmax(axis))
+
+
+def _gelu(out: Tensor, x: Tensor, approximate: str) -> None:
+    from ..nn import functional as F
+
+    out.copy_(F.gelu(x, approximate=approximate))
+
+
+def _gelu_backward(out: Tensor, g: Tensor, x: Tensor, y: Tensor, approximate: str) -> None:
+    from ..autograd import grad
+    from ..autograd.grad_mode import enable_grad
+    from ..nn import functional as F
+
+    with enable_grad():
+        xx = x.detach().requires_grad_()
+        (d,) = grad(F.gelu(xx, approximate=approximate), xx, g)
+    out.copy_(d)
+
+
+def _layer_norm(out: Tensor, mean: Tensor, rstd: Tensor, x: Tensor, weight: Tensor | None,
+                bias: Tensor | None, eps: float) -> None:
+    mu = x.mean(1, keepdim=True)
+    d = x - mu
+    r = ((d * d).mean(1, keepdim=True) + eps).rsqrt()
+    y = d * r
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    out.copy_(y)
+    mean.copy_(mu)
+    rstd.copy_(r)
+
+
+def _max_pool2d_tiled(values: Tensor, indices: Tensor, x: Tensor, kh: int, kw: int) -> None:
+    from ..nn import functional as F
+
+    v, i = F.max_pool2d(x, (kh, kw), return_indices=True)
+    values.copy_(v)
+    indices.copy_(i)
+
+
+def _max_pool2d_tiled_backward(out: Tensor, g: Tensor, indices: Tensor) -> None:
+    n, c, h, w = out.shape
+    flat = out.new_zeros(n * c, h * w)
+    flat.scatter_add_(1, indices.reshape(n * c, -1), g.reshape(n * c, -1))
+    out.copy_(flat.reshape(n, c, h, w))
+
+
+def _sort(values: Tensor, indices: Tensor, x: Tensor, axis: int, descending: bool) -> None:
+    v, i = x.sort(dim=axis, descending=descending, stable=True)
+    values.copy_(v)
+    indices.copy_(i)
+
+
+def _index_put(out: Tensor, indices: tuple[Tensor, ...], values: Tensor) -> None:
+    out.index_put_(tuple(indices), values)
+
+
+DECOMPOSE: dict[str, Callable[..., None]] = {
+    **{n: _unary(n) for n in ("expm1", "log1p", "log2", "tan", "ceil", "round", "trunc",
+                              "isnan", "isinf", "sigmoid", "erf")},
+    **{n: _binary(n) for n in ("floor_divide", "remainder", "logical_xor")},
+    "cumsum": _cumsum, "softmax": _softmax, "log_softmax": _log_softmax,
+    "gelu": _gelu, "gelu_backward": _gelu_backward, "layer_norm": _layer_norm,
+    "max_pool2d_tiled": _max_pool2d_tiled,
+    "max_pool2d_tiled_backward": _max_pool2d_tiled_backward,
+    "sort": _sort, "index_put": _index_put,
+}

@@ -1,0 +1,175 @@
+"""rtxcore.compile: trace once, replay, retrace on a guard miss, eager where data decides."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import rtxcore as rc
+import rtxcore.nn as nn
+from rtxcore.jit import TraceError
+
+
+def _np(t):
+    return t.detach().cpu().numpy()
+
+
+def test_compiled_function_traces_once_and_replays(device):
+    w = rc.randn(3, 5, device=device)
+
+    def f(x):
+        return (x @ w).tanh() * 0.5 + 1
+
+    cf = rc.compile(f)
+    for _ in range(3):
+        x = rc.randn(4, 3, device=device)
+        np.testing.assert_allclose(_np(cf(x)), _np(f(x)), rtol=1e-6, atol=1e-6)
+    assert cf.traces == 1
+
+
+def test_a_guard_miss_retraces_and_never_returns_a_stale_result():
+    m = nn.Linear(3, 2)
+    cm = rc.compile(m)
+    x = rc.randn(4, 3)
+    with rc.no_grad():
+        np.testing.assert_allclose(_np(cm(x)), _np(m(x)), rtol=1e-6)
+        assert cm.traces == 1
+        # shape
+        x5 = rc.randn(5, 3)
+        np.testing.assert_allclose(_np(cm(x5)), _np(m(x5)), rtol=1e-6)
+        assert cm.traces == 2
+        # dtype
+        m64 = nn.Linear(3, 2).double()
+        cm64 = rc.compile(m64)
+        xd = rc.randn(4, 3, dtype=rc.float64)
+        np.testing.assert_allclose(_np(cm64(xd)), _np(m64(xd)), rtol=1e-12)
+        # a parameter replaced by another object
+        m.weight = nn.Parameter(rc.randn(2, 3))
+        np.testing.assert_allclose(_np(cm(x)), _np(m(x)), rtol=1e-6)
+        assert cm.traces == 3 and "parameters changed" in cm.misses[-1]
+        # and a parameter changed in place is simply read (by reference)
+        m.weight.mul_(2)
+        np.testing.assert_allclose(_np(cm(x)), _np(m(x)), rtol=1e-6)
+        assert cm.traces == 3
+
+
+def test_a_device_change_retraces(device):
+    m = nn.Linear(3, 2)
+    cm = rc.compile(m)
+    x = rc.randn(4, 3)
+    with rc.no_grad():
+        cm(x)
+        m.to(device)
+        xd = x.to(device)
+        out = cm(xd)
+        assert out.device == rc.device(device)
+        np.testing.assert_allclose(_np(out), _np(m(xd)), rtol=1e-6)
+
+
+def _setup(opt_kind, device, seed=0):
+    rc.manual_seed(seed)
+    m = nn.Sequential(nn.Linear(6, 16), nn.GELU(), nn.LayerNorm(16), nn.Dropout(0.1),
+                      nn.Linear(16, 3)).to(device)
+    if opt_kind == "adamw":
+        opt = rc.optim.AdamW(m.parameters(), lr=1e-2, weight_decay=0.1, capturable=True)
+    elif opt_kind == "adamw-numbers":
+        opt = rc.optim.AdamW(m.parameters(), lr=1e-2, weight_decay=0.1)
+    else:
+        opt = rc.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(m(x), y)
+        loss.backward()
+        nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+        opt.step()
+        return loss.detach()
+
+    return m, opt, step
+
+
+@pytest.mark.parametrize("opt_kind", ["adamw", "sgd", "adamw-numbers"])
+def test_a_compiled_training_step_matches_eager(device, opt_kind):
+    """forward, backward (dropout included), clipping and the optimizer, compiled:
+    the same losses, parameters and gradients as eager after several steps."""
+    rng = np.random.default_rng(2)
+    data = [(rc.tensor(rng.standard_normal((8, 6)).astype(np.float32), device=device),
+             rc.tensor(rng.integers(0, 3, 8), device=device)) for _ in range(6)]
+    ma, oa, sa = _setup(opt_kind, device)
+    mb, ob, sb = _setup(opt_kind, device)
+    cb = rc.compile(sb)
+    rc.manual_seed(7)
+    eager = [_np(sa(x, y)) for x, y in data]
+    rc.manual_seed(7)
+    compiled = [_np(cb(x, y)) for x, y in data]
+    np.testing.assert_allclose(compiled, eager, rtol=1e-5, atol=1e-6)
+    for (name, p), q in zip(ma.named_parameters(), mb.parameters()):
+        np.testing.assert_allclose(_np(q), _np(p), rtol=1e-5, atol=1e-6, err_msg=name)
+        np.testing.assert_allclose(_np(q.grad), _np(p.grad), rtol=1e-5, atol=1e-6, err_msg=name)
+    if opt_kind == "adamw":
+        assert cb.traces == 2  # the first step makes the state; then one graph
+    elif opt_kind == "adamw-numbers":  # the Python step count changes: a graph per step
+        assert cb.traces == len(data) and "step state changed" in cb.misses[-1]
+
+
+def test_host_reads_run_eagerly_with_one_warning_or_raise_with_fullgraph():
+    def f(x):
+        if x.sum().item() > 0:
+            return x * 2
+        return x - 1
+
+    cf = rc.compile(f)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        a = cf(rc.ones(3))
+        b = cf(rc.ones(3))
+        c = cf(-rc.ones(3))
+    assert [_np(t).tolist() for t in (a, b, c)] == [[2, 2, 2], [2, 2, 2], [-2, -2, -2]]
+    msgs = [str(x.message) for x in w if "rtxcore.compile" in str(x.message)]
+    assert len(msgs) == 1 and "test_compile.py" in msgs[0]
+    with pytest.raises(TraceError, match=r"fullgraph=True.*test_compile\.py:\d+"):
+        rc.compile(f, fullgraph=True)(rc.ones(3))
+
+
+def test_dropout_draws_new_numbers_on_each_replay():
+    d = nn.Dropout(0.5)
+    cd = rc.compile(d)
+    x = rc.ones(1000)
+    masks = [_np(cd(x)) for _ in range(3)]
+    assert not np.array_equal(masks[1], masks[2])
+    rc.manual_seed(3)
+    cd(x)
+    again = _np(cd(x))
+    rc.manual_seed(3)
+    d(x)
+    np.testing.assert_array_equal(again, _np(d(x)))
+
+
+def test_the_cache_is_bounded_and_compile_keeps_torch_signature():
+    f = rc.compile(lambda x: x + 1, cache_size=2)
+    for n in (1, 2, 3, 1):
+        assert _np(f(rc.zeros(n))).tolist() == [1.0] * n
+    assert f.traces == 4  # (1) was dropped when (3) came
+    assert rc.compile(disable=True)(len) is len
+    dec = rc.compile(fullgraph=True)(lambda x: x * 3)
+    assert _np(dec(rc.ones(2))).tolist() == [3.0, 3.0]
+    with pytest.raises(TypeError, match="expected a function or module"):
+        rc.compile(3)
+
+
+def test_a_compiled_module_under_grad_mode_keeps_autograd():
+    """torch.compile(model) then loss.backward() outside: outputs that need
+    autograd history run eagerly (with one warning), so backward works each call."""
+    m = nn.Linear(3, 2)
+    cm = rc.compile(m)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            m.zero_grad()
+            cm(rc.ones(4, 3)).sum().backward()
+            np.testing.assert_allclose(_np(m.weight.grad), 4.0, rtol=1e-6)
+    assert any("require grad" in str(x.message) for x in w)
+    with rc.no_grad():  # inference replays
+        cm(rc.ones(4, 3))
+        cm(rc.ones(4, 3))
+    assert cm.traces == 1

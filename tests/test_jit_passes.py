@@ -1,0 +1,167 @@
+"""rtxcore.jit.passes: each pass, and all of them, against the unoptimised graph
+on random elementwise programs (broadcasting, views, in-place ops, constants)."""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import rtxcore as rc
+from rtxcore.jit import passes as P
+
+UNARY = ["neg", "abs", "exp", "tanh", "sin", "sqrt_abs", "sigmoid", "relu"]
+BINARY = ["add", "sub", "mul", "div_safe", "maximum", "minimum", "where_gt"]
+
+
+def _apply(op, a, b=None):
+    if op == "sqrt_abs":
+        return a.abs().sqrt()
+    if op == "sigmoid":
+        return a.sigmoid()
+    if op == "relu":
+        return a.relu()
+    if op == "div_safe":
+        return a / (b.abs() + 1)
+    if op == "where_gt":
+        return rc.where(a > b, a, b * 0.5)
+    if b is None:
+        return getattr(a, op)()
+    return getattr(rc, op)(a, b)
+
+
+step = st.one_of(
+    st.tuples(st.just("u"), st.sampled_from(UNARY), st.integers(0, 99)),
+    st.tuples(st.just("b"), st.sampled_from(BINARY), st.integers(0, 99), st.integers(0, 99)),
+    st.tuples(st.just("k"), st.sampled_from(["add", "mul"]), st.integers(0, 99),
+              st.sampled_from([0.5, -2.0, 3.0])),
+    st.tuples(st.just("view"), st.sampled_from(["t", "slice", "row"]), st.integers(0, 99)),
+    st.tuples(st.just("inplace"), st.sampled_from(["add_", "mul_"]), st.integers(0, 99),
+              st.integers(0, 99)),
+)
+
+
+def _program(steps):
+    """A function of (x (4, 4), r (1, 4), c (4, 1)) built from ``steps``."""
+    def f(x, r, c):
+        vals = [x, r, c, x * 1.0]
+        for s in steps:
+            kind = s[0]
+            if kind == "u":
+                vals.append(_apply(s[1], vals[s[2] % len(vals)]))
+            elif kind == "b":
+                a, b = vals[s[2] % len(vals)], vals[s[3] % len(vals)]
+                try:
+                    rc.broadcast_shapes(a.shape, b.shape)
+                except RuntimeError:
+                    continue
+                vals.append(_apply(s[1], a, b))
+            elif kind == "k":
+                v = vals[s[2] % len(vals)]
+                vals.append(v + s[3] if s[1] == "add" else v * s[3])
+            elif kind == "view":
+                v = vals[s[2] % len(vals)]
+                if v.ndim == 2 and v.shape[0] == 4 and v.shape[1] == 4:
+                    vals.append(v.t() if s[1] == "t" else v[1:3] if s[1] == "slice" else v[2])
+            else:  # in place, into a value the program made (never an argument)
+                i = 3 + s[2] % (len(vals) - 3)
+                t, o = vals[i], vals[s[3] % len(vals)]
+                try:
+                    rc.broadcast_shapes(t.shape, o.shape)
+                    ok = rc.broadcast_shapes(t.shape, o.shape) == t.shape
+                except RuntimeError:
+                    ok = False
+                if ok and t._base is None:
+                    try:
+                        getattr(t, s[1])(o)
+                    except RuntimeError:  # o overlaps t: refused before anything ran
+                        pass
+        full = [v for v in vals[3:] if v.shape == (4, 4)]
+        return tuple(vals[-3:]) + (sum(full[-3:], rc.zeros(4, 4, device=x.device)),)
+    return f
+
+
+def _inputs(seed, device):
+    rng = np.random.default_rng(seed)
+    return [rc.tensor(rng.uniform(-2, 2, s).astype(np.float32), device=device)
+            for s in ((4, 4), (1, 4), (4, 1))]
+
+
+@pytest.mark.parametrize("which", ["dead_code", "cse", "fold_constants", "fuse_elementwise",
+                                   "plan_memory", "optimize"])
+@pytest.mark.parametrize("dev", ["cpu", "opencl"])  # the fuse hooks of both; prims below
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=st.lists(step, min_size=1, max_size=12), seed=st.integers(0, 3))
+def test_a_pass_keeps_what_the_program_computes(which, dev, steps, seed):
+    f = _program(steps)
+    args = _inputs(seed, dev)
+    traced = rc.jit.trace(f, *args)
+    want = traced(*_inputs(seed + 10, dev))
+    traced.graph = getattr(P, which)(traced.graph)
+    got = traced(*_inputs(seed + 10, dev))
+    eager = f(*_inputs(seed + 10, dev))
+    for g, w, e in zip(got, want, eager):
+        np.testing.assert_allclose(g.cpu().numpy(), w.cpu().numpy(), rtol=1e-6, atol=1e-6,
+                                   equal_nan=True)
+        np.testing.assert_allclose(g.cpu().numpy(), e.cpu().numpy(), rtol=1e-5, atol=1e-5,
+                                   equal_nan=True)
+
+
+def test_dead_code_and_cse_remove_what_they_should():
+    def f(x):
+        unused = x.exp() * 3  # noqa: F841  (nobody reads it)
+        a = x.tanh() + 1
+        b = x.tanh() + 1  # the same as a
+        return a * b
+
+    g = rc.jit.trace(f, rc.randn(8)).graph
+    ops = [n.op for n in g.kernels()]
+    assert ops.count("tanh") == 2 and "exp" in ops
+    g2 = P.cse(P.dead_code(g))
+    ops2 = [n.op for n in g2.kernels()]
+    assert "exp" not in ops2 and ops2.count("tanh") == 1 and ops2.count("add") == 1
+
+
+def test_fold_constants_and_fusion_shapes():
+    def f(x):
+        # only constants (made inside: a tensor from outside is an input, read each call)
+        k = (rc.tensor([1.0, 2.0, 3.0, 4.0]) * 2).exp()
+        return ((x + k).tanh() * 0.5 + 1).relu()
+
+    t = rc.jit.trace(f, rc.randn(4))
+    g = P.fold_constants(t.graph)
+    assert "exp" not in [n.op for n in g.kernels()]
+    fused = P.fuse_elementwise(g)
+    ks = list(fused.kernels())
+    assert [n.op for n in ks] == ["fused"] and len(ks[0].attrs["program"]["steps"]) == 5
+    x = rc.randn(4)
+    t.graph = fused
+    np.testing.assert_allclose(t(x).numpy(), f(x).numpy(), rtol=1e-6)
+    assert "fused(" in str(fused)
+
+
+def test_plan_memory_reuses_dead_buffers():
+    def f(x):
+        a = x.exp()
+        b = a.sin()   # a dies here
+        c = b.cos()   # b dies here: c can take a's memory
+        return c.tanh()
+
+    g = P.plan_memory(rc.jit.trace(f, rc.randn(64)).graph)
+    reused = [n for n in g.nodes if n.op == "alloc" and "reuse" in n.attrs]
+    assert reused
+    t = rc.jit.trace(f, rc.randn(64))
+    t.graph = g
+    x = rc.randn(64)
+    np.testing.assert_allclose(t(x).numpy(), f(x).numpy(), rtol=1e-6)
+
+
+def test_fused_groups_run_on_backends_without_a_fuse_hook(device):
+    """prims has no Backend.fuse: the core runs the group's steps one by one."""
+    def f(x, y):
+        return ((x * y + 1).tanh() - y).abs() > 0.5
+
+    x, y = rc.randn(100, device=device), rc.randn(100, device=device)
+    t = rc.jit.trace(f, x, y)
+    t.graph = P.fuse_elementwise(t.graph)
+    assert [n.op for n in t.graph.kernels()] == ["fused"]
+    np.testing.assert_array_equal(t(x, y).cpu().numpy(), f(x, y).cpu().numpy())
