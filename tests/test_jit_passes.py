@@ -165,3 +165,24 @@ def test_fused_groups_run_on_backends_without_a_fuse_hook(device):
     t.graph = P.fuse_elementwise(t.graph)
     assert [n.op for n in t.graph.kernels()] == ["fused"]
     np.testing.assert_array_equal(t(x, y).cpu().numpy(), f(x, y).cpu().numpy())
+
+
+def test_conformance_checks_backend_fuse(monkeypatch):
+    """A backend whose fused runner is wrong fails its conformance rows."""
+    from rtxcore.testing.conformance import fuse_entries
+
+    dev = rc.device("cpu")
+    assert all(status == "pass" for _, status, _, _ in fuse_entries("cpu"))
+
+    def bad_fuse(program, index):
+        def run(outs, ins):
+            for o in outs:
+                o[...] = 0
+        return run
+
+    monkeypatch.setattr(type(dev.backend), "fuse", lambda self, p, i: bad_fuse(p, i))
+    rows = fuse_entries("cpu")
+    assert rows and all(status == "fail" for _, status, _, _ in rows)
+    assert "the steps give" in rows[0][3]
+    monkeypatch.setattr(type(dev.backend), "fuse", lambda self, p, i: None)
+    assert all(status == "missing" for _, status, _, _ in fuse_entries("cpu"))

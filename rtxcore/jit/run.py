@@ -124,10 +124,17 @@ def _run_fused(n: Any, env: dict[int, Tensor], dev: Device) -> None:
     if fn is not None:
         fn([view_of(t) for t in outs], [view_of(t) for t in ins])
         return
+    run_steps(prog, outs, ins, dev)
+
+
+def run_steps(prog: dict[str, Any], outs: list[Tensor], ins: list[Tensor], dev: Device) -> None:
+    """A fused program's steps one by one through ``dev``'s kernels (what a
+    backend without ``Backend.fuse`` gets, and the conformance suite's reference):
+    ``outs``/``ins`` are tensors of ``prog["n"]`` contiguous elements."""
     where = {k: j for j, k in enumerate(prog["outputs"])}
     vals: list[Tensor] = []
     for k, (op, dt, operands) in enumerate(prog["steps"]):
-        o = outs[where[k]] if k in where else empty(flat, D.BY_NAME[dt], dev)
+        o = outs[where[k]] if k in where else empty((prog["n"],), D.BY_NAME[dt], dev)
         args = [view_of(ins[v]) if kind == "in" else view_of(vals[v]) if kind == "step" else v
                 for kind, v in operands]
         kernel(dev, op)(view_of(o), *args)

@@ -19,6 +19,7 @@ powers, seeds, ownership of host memory) and read each op's facts from its
 from __future__ import annotations
 
 import re
+import zlib
 from typing import Any, Callable
 
 import numpy as np
@@ -469,7 +470,96 @@ def run(device: str) -> dict[str, list[Entry]]:
         results[op] = op_entries(device, op)
     for op in supplied_composites(device):
         results[op] = op_entries(device, op)
+    results["fuse"] = fuse_entries(device)  # Backend.fuse, where the backend has it
     return results
+
+
+# -- Backend.fuse: a fused group against the same steps run kernel by kernel --------------
+
+FUSE_PROGRAMS: list[dict[str, Any]] = [
+    {"n": 1003, "inputs": ["float32", "float32"],  # a tanh GELU and a second output
+     "steps": [["mul", "float32", [["in", 0], ["in", 0]]],
+               ["mul", "float32", [["step", 0], ["in", 0]]],
+               ["mul", "float32", [["step", 1], ["const", 0.044715]]],
+               ["add", "float32", [["in", 0], ["step", 2]]],
+               ["mul", "float32", [["step", 3], ["const", 0.7978845608]]],
+               ["tanh", "float32", [["step", 4]]],
+               ["add", "float32", [["step", 5], ["const", 1.0]]],
+               ["mul", "float32", [["step", 6], ["in", 0]]],
+               ["mul", "float32", [["step", 7], ["const", 0.5]]],
+               ["sub", "float32", [["step", 8], ["in", 1]]]],
+     "outputs": [8, 9]},
+    {"n": 517, "inputs": ["float32", "float32"],  # compare, where, NaN-aware max, cast
+     "steps": [["gt", "bool", [["in", 0], ["in", 1]]],
+               ["where", "float32", [["step", 0], ["in", 0], ["const", -1.5]]],
+               ["maximum", "float32", [["step", 1], ["in", 1]]],
+               ["cast", "float64", [["step", 2]]]],
+     "outputs": [0, 3]},
+    {"n": 300, "inputs": ["int32", "int32"],  # integers
+     "steps": [["add", "int32", [["in", 0], ["in", 1]]],
+               ["mul", "int32", [["step", 0], ["const", 3]]],
+               ["neg", "int32", [["step", 1]]],
+               ["minimum", "int32", [["step", 2], ["in", 1]]]],
+     "outputs": [3]},
+]
+
+
+def fuse_entries(device: str) -> list[Entry]:
+    """One row per program: ``Backend.fuse``'s runner against the steps run one by
+    one on cpu; "missing" where the backend has no runner (the core then runs
+    the steps through the device's kernels, each checked by its own rows)."""
+    from .. import dtype as D
+    from ..jit.run import run_steps
+    from ..ops.core import empty, ready_device, view_of
+
+    dev = ready_device(device)
+    rng = np.random.default_rng(zlib.crc32(b"fuse"))
+    out: list[Entry] = []
+    for i, prog in enumerate(FUSE_PROGRAMS):
+        name = f"program {i}"
+        if any(dt not in {d.name for d in dev._dtypes} for dt in
+               prog["inputs"] + [s[1] for s in prog["steps"]]):
+            continue  # a dtype the device lacks
+        try:
+            runner = dev.backend.fuse(prog, dev.index)
+        except Exception as exc:  # noqa: BLE001  (a backend's bug: its row says so)
+            out.append((name, "fail", float("inf"), f"fuse() raised {type(exc).__name__}: {exc}"))
+            continue
+        if runner is None:
+            out.append((name, "missing", 0.0, "no fused runner: the core runs the steps one by one"))
+            continue
+        n = prog["n"]
+        data = []
+        for dt in prog["inputs"]:
+            a = rng.standard_normal(n) * 3
+            a[:4] = [0.0, -0.0, np.nan, np.inf] if dt.startswith("float") else a[:4]
+            data.append(a.astype(dt) if dt.startswith("float") else
+                        rng.integers(-100, 100, n).astype(dt))
+        ins = [_rc().tensor(a, device=device) for a in data]
+        outs = [empty((n,), D.BY_NAME[prog["steps"][k][1]], dev) for k in prog["outputs"]]
+        try:
+            runner([view_of(t) for t in outs], [view_of(t) for t in ins])
+        except Exception as exc:  # noqa: BLE001
+            out.append((name, "fail", float("inf"), f"the runner raised {type(exc).__name__}: {exc}"))
+            continue
+        # the reference: the same steps one by one on cpu (the reference backend),
+        # so a row depends on the fused runner alone
+        cpu = ready_device("cpu")
+        refs = [empty((n,), D.BY_NAME[prog["steps"][k][1]], cpu) for k in prog["outputs"]]
+        run_steps(prog, refs, [_rc().tensor(a, device="cpu") for a in data], cpu)
+        worst, bad = 0.0, ""
+        for j, (o, r) in enumerate(zip(outs, refs)):
+            got, want = o.cpu().numpy(), r.cpu().numpy()
+            if got.dtype.kind == "f":
+                ok = np.isclose(got, want, rtol=2e-6, atol=1e-6, equal_nan=True)
+            else:
+                ok = got == want
+            if not ok.all():
+                k = int(np.flatnonzero(~ok)[0])
+                bad = f"output {j}[{k}] = {got[k]!r}, the steps give {want[k]!r}"
+                worst = float("inf")
+        out.append((name, "fail" if bad else "pass", worst, bad or f"{n} elements"))
+    return out
 
 
 def format_table(results: dict[str, list[Entry]], device: str = "") -> str:

@@ -126,8 +126,9 @@ def format_table(results: dict[str, list[tuple[str, str, float, str]]], device: 
     sections = [
         ("primitives", [op for op in OPS.PRIMITIVES if op in results]),
         ("composite kernels", [op for op in OPS.COMPOSITES if op in results]),
+        ("fused groups", [op for op in ("fuse",) if op in results]),
         ("smoke tests", sorted(op for op in results if op not in OPS.PRIMITIVES
-                               and op not in OPS.COMPOSITES)),
+                               and op not in OPS.COMPOSITES and op != "fuse")),
     ]
     width = max([len(op) for op in results] + [20])
     lines = [f"{'op':<{width}}  {'status':<8} {'cases':>5}  {'worst diff':>10}  detail"]

@@ -125,6 +125,16 @@ def test_primitive_semantics(device: str, op: str) -> None:
     assert status == "pass", f"{op} on {device}: {detail}"
 
 
+def test_fused_groups(device: str) -> None:
+    """``Backend.fuse``: each fused program's runner against the same steps run
+    kernel by kernel (a backend without the hook has nothing to check)."""
+    from .conformance import fuse_entries
+
+    rows = fuse_entries(device)
+    bad = [f"{what}: {detail}" for what, status, _, detail in rows if status == "fail"]
+    assert not bad, "; ".join(bad)
+
+
 # -- smoke: the composites as the core builds them, autograd, training ---------------------
 
 def _put(x, idx, value):
