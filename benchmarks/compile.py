@@ -83,13 +83,13 @@ def case(name: str, dev: str, quick: bool) -> tuple[Callable[[], Any], Callable[
 
         def step_b() -> Any:
             ob.step()
-            return pb[0]
+            return pb[0].detach()  # a plain tensor: a parameter itself would need autograd
 
         cf = rc.compile(step_b)
 
         def eager() -> Any:
             oa.step()
-            return pa[0]
+            return pa[0].detach()
 
         return eager, cf
     if name == "gpt":
