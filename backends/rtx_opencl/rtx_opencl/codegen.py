@@ -201,8 +201,10 @@ def elementwise(op: str, expr: str, out: tuple[str, str], ins: list[tuple[str, s
 
 
 # float32 elementwise ops whose expressions read the same on vector types (no ?:,
-# no comparisons): contiguous launches of these run WIDTH elements a work-item
-VECTOR_OPS = frozenset({"neg", "abs", "exp", "log", "sqrt", "sin", "cos", "tanh", "reciprocal",
+# no comparisons): contiguous launches of these run WIDTH elements a work-item.
+# Not sin: PoCL's float8 sin is wrong at the smallest normal float (sin(-FLT_MIN)
+# gave -0.0078; the conformance suite's special values caught it)
+VECTOR_OPS = frozenset({"neg", "abs", "exp", "log", "sqrt", "cos", "tanh", "reciprocal",
                         "floor", "copy", "add", "sub", "mul", "div"})
 WIDTH = 8
 
