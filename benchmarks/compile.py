@@ -6,9 +6,9 @@
 
 Cases:
 
-- ``gelu_1m`` / ``gelu_16m``: the tanh GELU written as ten elementwise ops
-  (``0.5 * x * (1 + tanh(0.79788456 * (x + 0.044715 * x**3))))``) on 1M / 16M
-  float32;
+- ``gelu_1m`` / ``gelu_4m`` / ``gelu_16m``: the tanh GELU written as ten
+  elementwise ops (``0.5 * x * (1 + tanh(0.79788456 * (x + 0.044715 * x**3))))``)
+  on 1M / 4M / 16M float32;
 - ``layer_norm``: ``F.layer_norm`` over (4096, 1024) with weight and bias;
 - ``adamw``: one ``AdamW(capturable=True)`` step over 10M parameters (10
   tensors of 1M), gradients set;
@@ -53,7 +53,7 @@ def case(name: str, dev: str, quick: bool) -> tuple[Callable[[], Any], Callable[
     """(eager call, compiled call) of one case on ``dev``, each ready to run."""
     rng = np.random.default_rng(0)
     if name.startswith("gelu"):
-        n = (1 << 20) * (1 if name == "gelu_1m" else 16) // (16 if quick else 1)
+        n = (1 << 20) * {"gelu_1m": 1, "gelu_4m": 4, "gelu_16m": 16}[name] // (16 if quick else 1)
         x = rc.tensor(rng.standard_normal(n).astype(np.float32), device=dev)
         cf = rc.compile(gelu_chain)
         return (lambda: gelu_chain(x)), (lambda: cf(x))
@@ -125,7 +125,7 @@ def case(name: str, dev: str, quick: bool) -> tuple[Callable[[], Any], Callable[
     raise SystemExit(f"unknown case {name!r}")
 
 
-CASES = ["gelu_1m", "gelu_16m", "layer_norm", "adamw", "gpt"]
+CASES = ["gelu_1m", "gelu_4m", "gelu_16m", "layer_norm", "adamw", "gpt"]
 
 
 def main(argv: list[str] | None = None) -> int:
