@@ -279,10 +279,10 @@ _MEMORY = [
     OpSpec("from_host", "memory", "from_host(array, dtype, index) -> (buffer, View)",
            "copy a C-contiguous numpy array (of `dtype`, a DType) to device "
            "`index`; return the buffer and a contiguous View of array.shape. "
-           "Only a backend with shares_host_memory = True may keep the array"),
+           "A backend with shares_host_memory = True keeps the array (no copy)"),
     OpSpec("to_host", "memory", "to_host(x) -> numpy.ndarray",
            "x's elements as a numpy array of x's shape: a new array, except on a "
-           "backend with shares_host_memory = True, where it may be a view of x "
+           "backend with shares_host_memory = True, where it is a view of x "
            "(that is how numpy() is zero-copy on cpu)"),
     OpSpec("full", "memory", "full(out, value)", "fill out with a scalar", operands=("value",)),
     OpSpec("arange", "memory", "arange(out, start, step)",
