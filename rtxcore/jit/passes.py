@@ -212,6 +212,7 @@ def fold_constants(g: Graph) -> Graph:
     from .. import dtype as D
     from ..ops.core import as_view, from_host, kernel, ready_device, view_of
     from ..device import Device
+    from .run import _arg as run_arg
 
     g = _clone(g)
     allocs = {n.id for n in g.nodes if n.op == "alloc"}
@@ -237,7 +238,7 @@ def fold_constants(g: Graph) -> Graph:
 
                 t = empty(tuple(v["shape"]), D.BY_NAME[v["dtype"]], cpu)
                 outs.append((t, new))
-            args = [_cpu_arg(a, known) for a in n.args]
+            args = [run_arg(a, known) for a in n.args]
             kernel(cpu, n.op)(*(view_of(t) for t, _ in outs), *args)
             for t, new in outs:
                 name = f"f{new}"
@@ -249,18 +250,6 @@ def fold_constants(g: Graph) -> Graph:
         out.append(n)
     g.nodes = out
     return dead_code(g)
-
-
-def _cpu_arg(a: Any, known: dict[int, Any]) -> Any:
-    from ..ops.core import view_of
-
-    if isinstance(a, Ref):
-        return view_of(known[a.id])
-    if isinstance(a, tuple):
-        return tuple(_cpu_arg(x, known) for x in a)
-    if isinstance(a, list):
-        return [_cpu_arg(x, known) for x in a]
-    return a
 
 
 def _numel(v: dict[str, Any]) -> int:
