@@ -69,9 +69,18 @@ class FileProgress:
         self.lines = 0
 
     def pytest_collection_finish(self, session: Any) -> None:
-        self.total = len(session.items)
-        for item in session.items:
-            f = self.files.setdefault(item.nodeid.split("::", 1)[0],
+        self._collected([item.nodeid for item in session.items])
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        # under pytest-xdist (-n N) the workers collect; each collects the same ids
+        if not self.total:
+            self._collected(ids)
+
+    def _collected(self, ids: list[str]) -> None:
+        self.total = len(ids)
+        for nodeid in ids:
+            f = self.files.setdefault(nodeid.split("::", 1)[0],
                                       {"counts": {}, "items": 0, "left": 0, "start": None})
             f["items"] += 1
             f["left"] += 1

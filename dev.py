@@ -39,7 +39,9 @@ CUDA = ["cupy-cuda13x>=13", "nvidia-cuda-nvrtc==13.*"]
 EXTRAS = {
     "demo": [*EXAMPLES, *OPENCL],
     # PyTorch (the CPU wheel) is a reference some tests compare against
-    "test": ["pytest>=7", "hypothesis>=6", "torch==2.13.0", *EXAMPLES, *OPENCL, *CUDA],
+    # pytest-xdist: the suite's files spread over the machine's cores (see main)
+    "test": ["pytest>=7", "pytest-xdist>=3.5", "hypothesis>=6", "torch==2.13.0", *EXAMPLES,
+             *OPENCL, *CUDA],
     "bench": ["torch==2.13.0"],
 }
 
@@ -83,6 +85,22 @@ def _have_clblast() -> bool:
     return any(Path(d, "clblast_c.h").exists() for d in ("/usr/include", "/usr/local/include"))
 
 
+# at most this many pytest processes: each holds about 1.4 GB (PyTorch, PoCL)
+MAX_WORKERS = 4
+
+
+def _workers(rest: list[str]) -> list[str]:
+    """pytest-xdist's options for one test process per core (up to MAX_WORKERS),
+    each taking whole files (``--dist loadfile``: a file's fixtures and compiled
+    kernels serve all its tests); none where the caller chose (``-n``, ``-p``),
+    asked for the debugger, or there is one core."""
+    n = min(MAX_WORKERS, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+            else os.cpu_count() or 1)
+    if n < 2 or any(a == "-n" or a.startswith(("-n", "--numprocesses", "-p", "--pdb")) for a in rest):
+        return []
+    return ["-n", str(n), "--dist", "loadfile"]
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] not in ("demo", "test", "bench", "setup"):
         print(__doc__)
@@ -94,7 +112,7 @@ def main(argv: list[str]) -> int:
     elif cmd == "test":
         # a line per test file (counts, time) rather than a screen of dots;
         # off under -v / -q (see _rtxcore_pytestplugin.py)
-        run([str(PY), "-m", "pytest", "--rtx-progress", *rest])
+        run([str(PY), "-m", "pytest", "--rtx-progress", *_workers(rest), *rest])
     elif cmd == "bench":
         setup("test")
         run([str(PY), "benchmarks/ops.py", *rest])
