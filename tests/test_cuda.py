@@ -225,6 +225,97 @@ def test_sources_compile_with_nvcc(source, arch, tmp_path):
     assert out.stat().st_size > 1000
 
 
+# -- fused groups (Backend.fuse): generated CUDA C ------------------------------------------
+
+
+def _every_op_program() -> list[dict]:
+    """One program per (op, dtype) the fused kernels claim, with the awkward
+    constants (NaN, +-inf, -0.0, a bool condition) among the operands."""
+    from rtx_cuda import fused as FU
+
+    progs = []
+    for dt in ("float32", "float64", "int8", "int32", "int64", "uint8", "bool"):
+        floaty = dt in FU.FLOATS
+        for op in [*FU.UNARY, *FU.BINARY, *FU.TERNARY]:
+            table = FU.UNARY if op in FU.UNARY else FU.BINARY if op in FU.BINARY else FU.TERNARY
+            if table[op][0 if floaty else 1] is None or (op == "cast" and dt == "bool"):
+                continue
+            result = "bool" if op in ("eq", "ne", "lt", "le", "gt", "ge", "logical_and",
+                                      "logical_or", "logical_not") else dt
+            if op == "cast":
+                result = "float64" if dt != "float64" else "int32"
+            if op in FU.UNARY:
+                steps = [[op, result, [["in", 0]]]]
+            elif op in FU.BINARY:
+                const = float("nan") if floaty else 3
+                steps = [[op, result, [["in", 0], ["const", const]]],
+                         [op, result, [["in", 1], ["in", 0]]] if result == dt else
+                         [op, result, [["in", 0], ["in", 1]]]]
+            else:
+                steps = [["gt", "bool", [["in", 0], ["in", 1]]],
+                         [op, dt, [["step", 0], ["in", 0], ["const", float("-inf") if floaty
+                                                                else 1]]],
+                         [op, dt, [["const", True], ["in", 1], ["const", -0.0 if floaty else 0]]]]
+            progs.append({"n": 100, "inputs": [dt, dt], "steps": steps,
+                          "outputs": list(range(len(steps)))})
+    return progs
+
+
+def test_fused_programs_outside_the_cuda_kernels_run_unfused():
+    from rtx_cuda import fused as FU
+
+    half = {"n": 8, "inputs": ["float16"], "steps": [["exp", "float16", [["in", 0]]]],
+            "outputs": [0]}
+    ipow = {"n": 8, "inputs": ["int32", "int32"],
+            "steps": [["pow", "int32", [["in", 0], ["in", 1]]]], "outputs": [0]}
+    fdiv = {"n": 8, "inputs": ["int32", "int32"],  # div is a float op
+            "steps": [["div", "int32", [["in", 0], ["in", 1]]]], "outputs": [0]}
+    other = {"n": 8, "inputs": ["float32"], "steps": [["erf", "float32", [["in", 0]]]],
+             "outputs": [0]}
+    for prog in (half, ipow, fdiv, other):
+        assert FU.runner(prog) is None, prog
+    assert callable(rtx_cuda.CUDABackend().fuse(_every_op_program()[0], 0))
+
+
+@pytest.mark.skipif(_nvrtc() is None, reason="NVRTC (nvidia-cuda-nvrtc, through CuPy) not installed")
+@pytest.mark.parametrize("arch", ARCHS)
+def test_fused_kernels_compile_with_nvrtc(arch):
+    """Every (op, dtype) the fused kernels claim, and the conformance suite's
+    programs, compile without a warning (one translation unit per arch)."""
+    from rtx_cuda import fused as FU
+    from rtxcore.testing.conformance import FUSE_PROGRAMS
+
+    programs = [*FUSE_PROGRAMS, *_every_op_program()]
+    assert all(FU.supported(p) for p in programs)
+    code = "\n".join(FU.source(p, f"k{i}") for i, p in enumerate(programs))
+    for dt in ("float", "double", "bool", "long long"):
+        assert f"{dt}* __restrict__ o0" in code
+    nvrtc = _nvrtc()
+    prog = nvrtc.createProgram(code, "fused.cu", [], [])
+    try:
+        try:
+            nvrtc.compileProgram(prog, [f"-arch=sm_{arch}"])
+        except Exception as exc:
+            pytest.fail(f"fused kernels for sm_{arch}: {exc}\n{nvrtc.getProgramLog(prog)}")
+        assert nvrtc.getProgramLog(prog).strip("\x00 \n") == ""
+        assert len(nvrtc.getCUBIN(prog)) > 1000 * len(programs) // 4
+    finally:
+        nvrtc.destroyProgram(prog)
+
+
+def test_fused_float32_constants_are_the_float32_values():
+    from rtx_cuda import fused as FU
+
+    # 0.1 rounded straight to float and through double agree here; the literal
+    # must be float32(0.1) exactly, whatever the C compiler's decimal rounding
+    lit = FU._literal(0.1, "float32")
+    assert lit.endswith("f") and float.fromhex(lit[:-1]) == float(np.float32(0.1))
+    assert float.fromhex(FU._literal(0.1, "float64")) == 0.1
+    assert "0x7fc00000" in FU._literal(float("nan"), "float32")
+    assert "0xfff0000000000000" in FU._literal(float("-inf"), "float64")
+    assert FU._literal(-0.0, "float32") == "-0x0.0p+0f"
+
+
 # -- on a device -------------------------------------------------------------------------------
 
 R.reset_for_tests()

@@ -1,0 +1,184 @@
+"""Fused elementwise groups as one generated CUDA kernel.
+
+A group's steps become one C++ expression each, evaluated in registers one
+after the other by a grid-stride loop; only the group's outputs are stored. One
+launch and one pass over device memory replace one launch and one full read and
+write per op. ``source(program)`` is plain CUDA C (no headers), so NVRTC
+compiles it without a GPU: the tests check that it compiles for every
+architecture the backend targets. CuPy's ``RawKernel`` compiles it on first use
+and keeps the binary in its kernel cache.
+
+Not fused here (``runner`` returns None and the core runs the steps one by
+one): float16 (it needs ``cuda_fp16.h``), integer ``pow`` (C's semantics need
+a loop), and any op outside the table below.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any, Callable
+
+import numpy as np
+
+from . import runtime as R
+
+# dtype name -> C++ type (the storage type; bool is one byte, as CuPy's)
+CTYPE = {"bool": "bool", "int8": "signed char", "int16": "short", "int32": "int",
+         "int64": "long long", "uint8": "unsigned char", "float32": "float",
+         "float64": "double"}
+FLOATS = ("float32", "float64")
+
+# op -> (expression on floats, expression on integers or bool; None: undefined).
+# ``a``, ``b``, ``c`` are the operands, ``T`` the operands' C++ type. CUDA's
+# math functions are overloaded on float and double (tanh(float) is tanhf).
+UNARY = {
+    "neg": ("-a", "-a"),
+    "abs": ("fabs(a)", "(a < 0 ? -a : a)"),
+    "sign": ("(isnan(a) ? a : (T)((a > 0) - (a < 0)))", "(T)((a > 0) - (a < 0))"),
+    "exp": ("exp(a)", None),
+    "log": ("log(a)", None),
+    "sqrt": ("sqrt(a)", None),
+    "sin": ("sin(a)", None),
+    "cos": ("cos(a)", None),
+    "tanh": ("tanh(a)", None),
+    "reciprocal": ("(T)1 / a", None),
+    "floor": ("floor(a)", "a"),
+    "logical_not": ("!a", "!a"),
+    "copy": ("a", "a"),
+    "cast": ("a", "a"),
+}
+BINARY = {
+    "add": ("a + b", "a + b"),
+    "sub": ("a - b", "a - b"),
+    "mul": ("a * b", "a * b"),
+    "div": ("a / b", None),
+    "pow": ("pow(a, b)", None),
+    "maximum": ("((isnan(a) || a > b) ? a : b)", "(a > b ? a : b)"),
+    "minimum": ("((isnan(a) || a < b) ? a : b)", "(a < b ? a : b)"),
+    "logical_and": ("(a != 0) && (b != 0)", "(a != 0) && (b != 0)"),
+    "logical_or": ("(a != 0) || (b != 0)", "(a != 0) || (b != 0)"),
+    "eq": ("a == b", "a == b"), "ne": ("a != b", "a != b"),
+    "lt": ("a < b", "a < b"), "le": ("a <= b", "a <= b"),
+    "gt": ("a > b", "a > b"), "ge": ("a >= b", "a >= b"),
+}
+TERNARY = {"where": ("a ? b : c", "a ? b : c")}
+_COMPARE = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or"}
+_TOKEN = re.compile(r"\b([abcT])\b")
+BLOCK = 256
+MAX_BLOCKS = 4096  # a grid-stride loop past this: ~1M threads fill any current GPU
+
+
+def _literal(v: Any, dtype: str) -> str:
+    if isinstance(v, bool) or dtype == "bool":
+        return "true" if v else "false"
+    if dtype in FLOATS:
+        f = float(v)
+        single = dtype == "float32"
+        if math.isnan(f):  # (NVRTC has no math.h macros: the bits)
+            return "__int_as_float(0x7fc00000)" if single else \
+                "__longlong_as_double(0x7ff8000000000000LL)"
+        if math.isinf(f):
+            bits = ("0x7f800000" if f > 0 else "0xff800000") if single else \
+                ("0x7ff0000000000000LL" if f > 0 else "0xfff0000000000000LL")
+            return f"__int_as_float({bits})" if single else f"__longlong_as_double({bits})"
+        # hex: exactly the value the cpu kernels use (a decimal rounded straight to
+        # float could differ from NumPy's double-then-float rounding)
+        return f"{float(np.float32(f)).hex()}f" if single else f.hex()
+    return f"(({CTYPE[dtype]}){int(v)}LL)"
+
+
+# unsigned and bool operands: no comparisons with zero (NVRTC warns they're pointless)
+_UNSIGNED = {"abs": "a", "sign": "(T)(a != 0)"}
+
+
+def _expression(op: str, dtype: str) -> str:
+    if dtype in ("uint8", "bool") and op in _UNSIGNED:
+        return _UNSIGNED[op]
+    table = UNARY if op in UNARY else BINARY if op in BINARY else TERNARY
+    fl, it = table[op]
+    expr = fl if dtype in FLOATS else it
+    if expr is None:
+        raise TypeError(f"cuda fused: {op} is not defined for {dtype}")
+    return expr
+
+
+def supported(program: dict[str, Any]) -> bool:
+    dtypes = set(program["inputs"]) | {dt for _, dt, _ in program["steps"]}
+    if not dtypes <= set(CTYPE):
+        return False  # float16, complex, ...
+    for op, dt, _ in program["steps"]:
+        if op not in UNARY and op not in BINARY and op not in TERNARY:
+            return False
+        if op == "pow" and dt not in FLOATS:
+            return False
+    return True
+
+
+def source(program: dict[str, Any], name: str = "fused") -> str:
+    """The CUDA C of kernel ``name`` running ``program``: ``name(o0, ..., x0,
+    ..., n)``, each output and input a pointer to ``n`` contiguous elements."""
+    ins, steps, outs = program["inputs"], program["steps"], program["outputs"]
+    params = [f"{CTYPE[steps[k][1]]}* __restrict__ o{j}" for j, k in enumerate(outs)]
+    params += [f"const {CTYPE[dt]}* __restrict__ x{i}" for i, dt in enumerate(ins)]
+    params.append("const long long n")
+    read = {v for _, _, operands in steps for kind, v in operands if kind == "in"}
+    body = [f"const {CTYPE[dt]} p{i} = x{i}[i];" for i, dt in enumerate(ins) if i in read]
+    step_dt = [dt for _, dt, _ in steps]
+    for k, (op, dt, operands) in enumerate(steps):
+        known = [ins[v] if kind == "in" else step_dt[v] if kind == "step" else None
+                 for kind, v in operands]
+        # the type the op computes in: its operands' (comparisons, logical ops,
+        # cast) or its result's
+        if op in _COMPARE or op in ("cast", "logical_not"):
+            opnd = next((d for d in known if d is not None), dt)
+        else:
+            opnd = dt
+        names = []
+        for j, ((kind, v), d) in enumerate(zip(operands, known)):
+            if kind == "in":
+                names.append(f"p{v}")
+            elif kind == "step":
+                names.append(f"s{v}")
+            else:
+                names.append(_literal(v, "bool" if op == "where" and j == 0 else opnd))
+        sub = dict(zip("abc", names), T=CTYPE[opnd])
+        expr = _TOKEN.sub(lambda m: sub[m.group(1)] if m.group(1) == "T" else f"({sub[m.group(1)]})",
+                          _expression(op, opnd))
+        body.append(f"const {CTYPE[dt]} s{k} = ({CTYPE[dt]})({expr});")
+    body += [f"o{j}[i] = s{k};" for j, k in enumerate(outs)]
+    loop = "\n        ".join(body)
+    return (f'extern "C" __global__ void {name}({", ".join(params)})\n{{\n'
+            "    const long long stride = (long long)blockDim.x * gridDim.x;\n"
+            "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; "
+            "i += stride) {\n"
+            f"        {loop}\n    }}\n}}\n")
+
+
+_compiled: dict[tuple[str, int], Any] = {}
+
+
+def runner(program: dict[str, Any]) -> Callable[[list[Any], list[Any]], None] | None:
+    if not supported(program):
+        return None
+    try:
+        code = source(program)
+    except TypeError:
+        return None  # an op not defined for a dtype: the core runs the steps one by one
+    key = json.dumps(program, sort_keys=True, default=str)
+    n = program["n"]
+
+    def run(outs: list[Any], ins: list[Any]) -> None:
+        if n == 0:
+            return
+        cp = R.cp
+        dev = outs[0].device
+        with dev:
+            k = _compiled.get((key, dev.id))
+            if k is None:
+                k = _compiled[(key, dev.id)] = cp.RawKernel(code, "fused")
+            blocks = min((n + BLOCK - 1) // BLOCK, MAX_BLOCKS)
+            k((blocks,), (BLOCK,), (*outs, *ins, cp.int64(n)))
+
+    return run
