@@ -6,6 +6,7 @@ from typing import Any
 
 from ..ops.creation import zeros_like
 from ..tensor import Tensor
+from . import _multi
 from .optimizer import Optimizer, _check_nonneg, _lerp_, _scalar, implementation_options
 
 __all__ = ["Adam", "AdamW"]
@@ -85,7 +86,16 @@ class Adam(Optimizer):
             if amsgrad:
                 st["max_exp_avg_sq"] = zeros_like(p)
 
-        for p, g, st, step in self._grads(group, init, coupled_weight_decay=not decoupled):
+        items = list(self._grads(group, init, raw=True))
+        if _multi.eligible(group, items):
+            self._update_flat(group, items, lr, beta1, beta2, eps, wd, amsgrad, decoupled)
+            return
+        maximize = group["maximize"]
+        for p, g, st, step in items:
+            if maximize:
+                g = -g
+            if not decoupled and wd != 0:
+                g = g.add(p, alpha=wd)
             if decoupled and wd != 0:
                 p.mul_(1 - lr * wd)
             exp_avg, exp_avg_sq = st["exp_avg"], st["exp_avg_sq"]
@@ -107,6 +117,39 @@ class Adam(Optimizer):
                 denom = exp_avg_sq.sqrt()
             denom.div_(bias_correction2_sqrt).add_(eps)
             p.add_(exp_avg.mul(step_size).div_(denom))  # addcdiv_(m, denom, value=-step_size)
+
+    def _update_flat(self, group: dict[str, Any], items: list[tuple[Any, ...]], lr: float,
+                     beta1: float, beta2: float, eps: float, wd: float, amsgrad: bool,
+                     decoupled: bool) -> None:
+        """The loop above over the whole group at once (``_multi``): the same ops
+        on flat buffers, so the same numbers."""
+        params = [p for p, _, _, _ in items]
+        states = [st for _, _, st, _ in items]
+        shapes = [p._shape for p in params]
+        step = items[0][3]
+        cache = self.__dict__.setdefault("_flat_cache", {})
+        key = id(group)
+        g = _multi.flatten([g for _, g, _, _ in items])
+        if group["maximize"]:
+            g.neg_()
+        if not decoupled and wd != 0:
+            g = g.add(_multi.flatten(params), alpha=wd)
+        exp_avg = _multi.flat_state(cache, key, states, "exp_avg", shapes)
+        exp_avg_sq = _multi.flat_state(cache, key, states, "exp_avg_sq", shapes)
+        w1, w2 = 1 - beta1, 1 - beta2
+        _lerp_(exp_avg, g, w1)
+        exp_avg_sq.mul_(beta2).add_(g.mul(w2).mul_(g))
+        bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
+        step_size = -lr / (1 - beta1 ** step)
+        if amsgrad:
+            vmax = _multi.flat_state(cache, key, states, "max_exp_avg_sq", shapes)
+            vmax.maximum_(exp_avg_sq)
+            denom = vmax.sqrt()
+        else:
+            denom = exp_avg_sq.sqrt()
+        denom.div_(bias_correction2_sqrt).add_(eps)
+        update = exp_avg.mul(step_size).div_(denom)
+        _multi.add_pieces_(params, update, 1 - lr * wd if decoupled and wd != 0 else None)
 
 
 class AdamW(Adam):

@@ -214,14 +214,15 @@ class Optimizer:
         raise NotImplementedError
 
     def _grads(self, group: dict[str, Any], init: Callable[[dict[str, Any], Tensor], None],
-               coupled_weight_decay: bool = True) -> Any:
+               coupled_weight_decay: bool = True, raw: bool = False) -> Any:
         """The preamble PyTorch's optimizers share, for each parameter of ``group``
         that has a gradient: its state, made on first use (``step`` 0, then
         ``init(state, param)``), the gradient negated under ``maximize``, the
         step counted and, with ``coupled_weight_decay``, ``weight_decay * param``
-        added to the gradient. Yields (param, grad, state, step)."""
-        wd = group["weight_decay"] if coupled_weight_decay else 0
-        maximize = group["maximize"]
+        added to the gradient. Yields (param, grad, state, step). ``raw``: the
+        gradient as it is (the caller negates it and adds weight decay)."""
+        wd = group["weight_decay"] if coupled_weight_decay and not raw else 0
+        maximize = group["maximize"] and not raw
         state = self.state
         for p in group["params"]:
             g = p.grad
@@ -388,11 +389,13 @@ def _step_number(value: Tensor) -> Any:
 def implementation_options(optimizer: str, **options: Any) -> dict[str, Any]:
     """PyTorch's switches between implementations of one update rule
     (``foreach``, ``fused``, ``capturable``, ``differentiable``: each optimizer
-    passes those PyTorch's has), for the param groups. rtxcore has one
-    implementation per optimizer (one pass of whole-tensor ops per parameter),
-    so they select nothing; they are kept, as PyTorch keeps them, so scripts
-    that pass or inspect them run. ``differentiable=True`` (differentiating
-    through the step) is refused."""
+    passes those PyTorch's has), for the param groups. Adam and AdamW run a
+    group's step on flat buffers (``_multi``: PyTorch's ``foreach`` idea, the
+    same numbers as the per-parameter loop) unless ``foreach=False`` or
+    ``capturable=True``; the other optimizers have one implementation (a pass of
+    whole-tensor ops per parameter). The switches are kept, as PyTorch keeps
+    them, so scripts that pass or inspect them run. ``differentiable=True``
+    (differentiating through the step) is refused."""
     if options.get("differentiable"):
         raise NotImplementedError(f"{optimizer}: differentiable=True (differentiating through "
                                   "the optimizer step) is not supported by rtxcore")
