@@ -206,14 +206,17 @@ def _window_views(xp: Tensor, kernel: tuple[int, int], stride: tuple[int, int],
 
 
 def _as_cols(win: Tensor) -> Tensor:
-    """(N, C, OH, OW, kh, kw) windows -> the (N*OH*OW, C*kh*kw) im2col matrix (one copy)."""
+    """(N, C, OH, OW, kh, kw) windows -> the (C*kh*kw, N*OH*OW) im2col matrix, one
+    copy. Window offset major: each row is one offset's pixels of every window, so
+    the copy (and col2im's adds in the backward) run along whole output rows
+    rather than over runs of kw elements."""
     n, c, oh, ow, kh, kw = win._shape
-    return win.permute(0, 2, 3, 1, 4, 5).reshape(n * oh * ow, c * kh * kw)
+    return win.permute(1, 4, 5, 0, 2, 3).reshape(c * kh * kw, n * oh * ow)
 
 
 class _Windows(Function):
     """The sliding windows of a padded 4-D input: the view (N, C, OH, OW, kh, kw),
-    or with ``cols`` the im2col matrix (N*OH*OW, C*kh*kw).
+    or with ``cols`` the im2col matrix (C*kh*kw, N*OH*OW).
 
     The forward is views (pad, ``unfold`` twice, a strided slice for dilation).
     The backward is col2im as ``kh * kw`` strided adds into the padded input's
@@ -243,7 +246,7 @@ class _Windows(Function):
         n, c, oh, ow, kh, kw = wshape
         (sh, sw), (dh, dw) = stride, dilation
         if cols:
-            g = g.reshape(n, oh, ow, c, kh, kw).permute(0, 3, 1, 2, 4, 5)
+            g = g.reshape(c, kh, kw, n, oh, ow).permute(3, 0, 4, 5, 1, 2)
         dxp = zeros(pshape, dtype=g._dtype, device=g._device)
         hspan, wspan = sh * (oh - 1) + 1, sw * (ow - 1) + 1
         for i in range(kh):
@@ -357,9 +360,9 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: An
             c * h * w * oc * oh * ow <= _DENSE_CONV_MAX:
         out = _conv2d_dense(x, weight, bias, (sh, sw), pads, (dh, dw), (oh, ow))
         return out.squeeze(0) if unbatched else out
-    cols = _Windows.apply(x, (kh, kw), (sh, sw), pads, (dh, dw), 0, True)  # (N*OH*OW, C*kh*kw)
-    out = _grouped_cols_matmul(cols, weight, groups)  # (N*OH*OW, OC)
-    out = out.reshape(n, oh, ow, oc).permute(0, 3, 1, 2)
+    cols = _Windows.apply(x, (kh, kw), (sh, sw), pads, (dh, dw), 0, True)  # (C*kh*kw, N*OH*OW)
+    out = _grouped_cols_matmul(cols, weight, groups)  # (OC, N*OH*OW)
+    out = out.reshape(oc, n, oh, ow).permute(1, 0, 2, 3)
     # the add (or the copy) makes the result contiguous (N, OC, OH, OW), as PyTorch's
     out = out + bias.reshape(oc, 1, 1) if bias is not None else out.contiguous()
     return out.squeeze(0) if unbatched else out
@@ -423,19 +426,19 @@ def _conv2d_dense(x: Tensor, weight: Tensor, bias: Tensor | None, stride: tuple[
 
 
 def _grouped_cols_matmul(cols: Tensor, weight: Tensor, groups: int) -> Tensor:
-    """im2col matrix (L, C*kh*kw) times the (OC, C/groups, kh, kw) weight -> (L, OC).
+    """The (OC, C/groups, kh, kw) weight times the im2col matrix (C*kh*kw, L) ->
+    (OC, L).
 
-    Channel-major columns put each group's block side by side, so a grouped
+    Channel-major rows put each group's block one after the other, so a grouped
     convolution is one batched matmul over the groups."""
     oc = weight._shape[0]
     k = weight.numel() // oc  # (C / groups) * kh * kw
     if groups == 1:
-        return matmul(cols, weight.reshape(oc, k).T)
-    g = groups
-    lcols = cols._shape[0]
-    per = matmul(cols.reshape(lcols, g, k).permute(1, 0, 2),  # (G, L, k)
-                 weight.reshape(g, oc // g, k).transpose(1, 2))  # (G, k, OC/G)
-    return per.permute(1, 0, 2).reshape(lcols, oc)
+        return matmul(weight.reshape(oc, k), cols)
+    lcols = cols._shape[1]
+    per = matmul(weight.reshape(groups, oc // groups, k),  # (G, OC/G, k)
+                 cols.reshape(groups, k, lcols))  # (G, k, L)
+    return per.reshape(oc, lcols)
 
 
 def unfold(input: Tensor, kernel_size: Any, dilation: Any = 1, padding: Any = 0,
