@@ -143,16 +143,31 @@ class Function(metaclass=_FunctionMeta):
 
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
+        # (this runs for every custom op of every step: plain loops and a direct
+        # flip of the grad mode, no generators or context-manager objects)
         ctx = object.__new__(cls._backward_cls)
-        edges = tuple(edge(a) if isinstance(a, Tensor) else None for a in args)
-        record = _state.enabled and any(e is not None for e in edges)
-        ctx.next_functions = edges if record else tuple(None for _ in args)
-        ctx._in = tuple((a._shape, a._dtype, a._device) if isinstance(a, Tensor) else None for a in args)
+        enabled = _state.enabled
+        record = False
+        edges, ins = [], []
+        for a in args:
+            if isinstance(a, Tensor):
+                e = edge(a) if enabled else None
+                record = record or e is not None
+                edges.append(e)
+                ins.append((a._shape, a._dtype, a._device))
+            else:
+                edges.append(None)
+                ins.append(None)
+        ctx.next_functions = tuple(edges) if record else (None,) * len(args)
+        ctx._in = tuple(ins)
         ctx._to_save = ()
         ctx._non_diff = set()
         ctx._dirty = set()
-        with no_grad():
+        _state.enabled = False
+        try:
             result = cls.forward(ctx, *args, **kwargs)
+        finally:
+            _state.enabled = enabled
         if not record:
             return result
         outs = result if isinstance(result, tuple) else (result,)
