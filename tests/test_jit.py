@@ -64,6 +64,31 @@ def test_render_writes_dot_source_without_graphviz(tmp_path, monkeypatch):
     assert out.endswith(".dot") and open(out).read() == g.to_dot()
 
 
+def test_render_runs_graphviz_dot_with_the_format_of_the_path(tmp_path, monkeypatch):
+    """With ``dot`` on PATH, render pipes the DOT source to ``dot -T<suffix> -o
+    path``. (A stand-in ``dot`` records what it got: graphviz itself is not a
+    dependency.)"""
+    import os
+    import sys
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    fake = bindir / "dot"
+    fake.write_text(f"#!{sys.executable}\n"
+                    "import sys, json\n"
+                    "src = sys.stdin.read()\n"
+                    "out = sys.argv[sys.argv.index('-o') + 1]\n"
+                    "open(out, 'w').write(json.dumps({'argv': sys.argv[1:], 'src': src}))\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")
+    g = rc.jit.trace(_f(rc.randn(3, 5)), rc.randn(4, 3)).graph
+    for name, fmt in (("g.png", "-Tpng"), ("g.svg", "-Tsvg")):
+        path = str(tmp_path / name)
+        assert g.render(path) == path
+        got = json.loads(open(path).read())
+        assert got["argv"] == [fmt, "-o", path] and got["src"] == g.to_dot()
+
+
 def test_in_place_ops_are_nodes_writing_new_versions():
     x = rc.zeros(4, 4)
 
