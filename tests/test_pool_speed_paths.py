@@ -3,7 +3,8 @@
 the convolution's dense matrix): values and indices against NumPy written here
 (and torch where it imports), the gradient of tied maxima going to the first as
 in PyTorch, gradcheck / gradgradcheck in float64, and the dense conv against the
-im2col path, on every device."""
+im2col path, on every device; and the cpu backend's conv2d kernels against the
+core's tensor-op conv2d."""
 
 from __future__ import annotations
 
@@ -150,6 +151,7 @@ def _conv_args(case, device, rg=False):
 
 @pytest.mark.parametrize("case", CONV_CASES, ids=str)
 def test_dense_conv_matches_im2col(device, case, monkeypatch):
+    monkeypatch.setattr(F, "_conv2d_kernels", lambda *a: None)  # the core's two paths
     x, w, b, kw = _conv_args(case, device, rg=True)
     g = None
     results = []
@@ -174,6 +176,7 @@ def test_dense_conv_matches_im2col(device, case, monkeypatch):
 
 
 def test_dense_conv_is_used_on_small_images(device, monkeypatch):
+    monkeypatch.setattr(F, "_conv2d_kernels", lambda *a: None)
     calls = []
     real = F._conv2d_dense
     monkeypatch.setattr(F, "_conv2d_dense", lambda *a: calls.append(1) or real(*a))
@@ -190,7 +193,89 @@ def test_dense_conv_is_used_on_small_images(device, monkeypatch):
                                   dict(x=(1, 1, 4, 4), w=(1, 1, 3, 3), dilation=2, padding=2)],
                          ids=str)
 def test_dense_conv_gradcheck_and_gradgradcheck(device, case, monkeypatch):
+    monkeypatch.setattr(F, "_conv2d_kernels", lambda *a: None)
     monkeypatch.setattr(F, "_DENSE_CONV_RATIO", 1000)
     x, w, b, kw = _conv_args(case, device, rg=True)
     assert gradcheck(lambda x, w, b: F.conv2d(x, w, b, **kw), (x, w, b))
     assert gradgradcheck(lambda x, w: F.conv2d(x, w, None, **kw), (x, w))
+
+
+# -- the cpu backend's conv2d kernels (conv2d, conv2d_input_grad, conv2d_weight_grad)
+
+KERNEL_CASES = CONV_CASES + [
+    dict(x=(2, 3, 7, 6), w=(4, 3, 3, 2), stride=(2, 3), padding=(2, 1), dilation=(1, 2)),
+    dict(x=(1, 2, 6, 6), w=(3, 2, 1, 1)),
+]
+
+
+def _grads(x, w, b, kw, g):
+    for t in (x, w, b):
+        if t is not None:
+            t.grad = None
+    out = F.conv2d(x, w, b, **kw)
+    out.backward(g)
+    return [A(out)] + [A(t.grad) for t in (x, w, b) if t is not None]
+
+
+@pytest.mark.parametrize("case", KERNEL_CASES, ids=str)
+def test_conv_kernels_match_the_core_conv(case, monkeypatch):
+    monkeypatch.setattr(F, "_DENSE_CONV_RATIO", 0)  # small images take the dense path first
+    calls = []
+    real = F._Conv2dKernel.apply
+    monkeypatch.setattr(F._Conv2dKernel, "apply", lambda *a: calls.append(1) or real(*a))
+    x, w, b, kw = _conv_args(case, "cpu", rg=True)
+    out = F.conv2d(x, w, b, **kw)
+    g = T(np.random.default_rng(8).standard_normal(tuple(out.shape)), "cpu")
+    got = _grads(x, w, b, kw, g)
+    assert calls, "the kernel path did not run"
+    with monkeypatch.context() as m:
+        m.setattr(F, "_conv2d_kernels", lambda *a: None)
+        want = _grads(x, w, b, kw, g)
+    for a, e in zip(got, want):
+        np.testing.assert_allclose(a, e, rtol=1e-10, atol=1e-10)
+    torch = pytest.importorskip("torch")
+    tx, tw = torch.tensor(A(x)), torch.tensor(A(w))
+    tb = torch.tensor(A(b)) if b is not None else None
+    np.testing.assert_allclose(got[0], torch.nn.functional.conv2d(tx, tw, tb, **kw).numpy(),
+                               rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("case", KERNEL_CASES[1::2], ids=str)
+def test_conv_kernels_gradcheck_and_gradgradcheck(case, monkeypatch):
+    monkeypatch.setattr(F, "_DENSE_CONV_RATIO", 0)
+    calls = []
+    real = F._Conv2dKernel.apply
+    monkeypatch.setattr(F._Conv2dKernel, "apply", lambda *a: calls.append(1) or real(*a))
+    x, w, b, kw = _conv_args(case, "cpu", rg=True)
+    assert F._conv2d_kernels(x, w, b) is not None
+    assert gradcheck(lambda x, w, b: F.conv2d(x, w, b, **kw), (x, w, b))
+    # a recording backward differentiates the core's conv2d
+    assert gradgradcheck(lambda x, w: F.conv2d(x, w, None, **kw), (x, w))
+    assert calls, "the kernel path did not run"
+
+
+def test_conv_kernels_layouts_dtypes_and_what_needs_grad(monkeypatch):
+    monkeypatch.setattr(F, "_DENSE_CONV_RATIO", 0)
+    r = np.random.default_rng(9)
+    xa = r.standard_normal((3, 5, 6, 2)).astype(np.float32)  # (N, H, W, C): channels last
+    wa = r.standard_normal((4, 2, 3, 3)).astype(np.float32)
+    x = T(xa, "cpu").permute(0, 3, 1, 2)  # a non-contiguous (N, C, H, W) view
+    w = T(wa, "cpu", rg=True)
+    out = F.conv2d(x, w, padding=1)  # the input needs no gradient: only the weight's
+    out.sum().backward()
+    assert x.grad is None
+    w64 = T(wa.astype(np.float64), "cpu", rg=True)
+    out64 = F.conv2d(T(xa.astype(np.float64), "cpu").permute(0, 3, 1, 2), w64, padding=1)
+    out64.sum().backward()
+    np.testing.assert_allclose(A(out), A(out64), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(A(w.grad), A(w64.grad), rtol=1e-5, atol=1e-4)
+    # float16 accumulates in float32: within a float16 rounding of the float64 result
+    x16 = T(xa, "cpu").to(rc.float16).permute(0, 3, 1, 2).requires_grad_()
+    w16 = w.detach().to(rc.float16).requires_grad_()
+    out16 = F.conv2d(x16, w16, padding=1)
+    assert out16.dtype == rc.float16
+    out16.sum().backward()
+    np.testing.assert_allclose(A(out16).astype(np.float64), A(out64), rtol=2e-3, atol=4e-3)
+    np.testing.assert_allclose(A(w16.grad).astype(np.float64), A(w64.grad), rtol=2e-3, atol=2e-2)
+    # mixed dtypes are not the kernels' (the core's conv2d decides what they mean)
+    assert F._conv2d_kernels(x, w64, None) is None

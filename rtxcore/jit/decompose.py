@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from .. import dtype as D
 from ..tensor import Tensor
 
 
@@ -88,6 +89,47 @@ def _max_pool2d_tiled_backward(out: Tensor, g: Tensor, indices: Tensor) -> None:
     out.copy_(flat.reshape(n, c, h, w))
 
 
+def _wide(*ts: Any) -> tuple[Any, ...]:
+    """float16 operands as float32: the conv kernels accumulate half in float32
+    and round once, where they write."""
+    return tuple(t.float() if t is not None and t.dtype == D.float16 else t for t in ts)
+
+
+def _conv2d(out: Tensor, cols: Tensor, x: Tensor, weight: Tensor, bias: Tensor | None,
+            stride: tuple[int, int], padding: tuple[int, int, int, int],
+            dilation: tuple[int, int]) -> None:
+    from ..nn import functional as F
+
+    n, oc, oh, ow = out.shape
+    kh, kw = weight.shape[2:]
+    cols.copy_(F._Windows.apply(x, (kh, kw), tuple(stride), tuple(padding), tuple(dilation),
+                                0, True))
+    x, weight, bias = _wide(x, weight, bias)
+    out.copy_(F._conv2d_cols(x, weight, bias, 1, tuple(stride), tuple(padding),
+                             tuple(dilation), (oh, ow)))
+
+
+def _conv2d_input_grad(dx: Tensor, g: Tensor, weight: Tensor, stride: tuple[int, int],
+                       padding: tuple[int, int, int, int], dilation: tuple[int, int]) -> None:
+    from ..autograd.engine import grad
+    from ..autograd.grad_mode import enable_grad
+    from ..nn import functional as F
+
+    g, weight = _wide(g, weight)
+    z = g.new_zeros(dx.shape).requires_grad_()
+    with enable_grad():
+        y = F._conv2d_cols(z, weight.detach(), None, 1, tuple(stride), tuple(padding),
+                           tuple(dilation), tuple(g.shape[2:]))
+    (d,) = grad(y, z, g)
+    dx.copy_(d)
+
+
+def _conv2d_weight_grad(dweight: Tensor, g: Tensor, cols: Tensor) -> None:
+    g, cols = _wide(g, cols)
+    rows = g.permute(1, 0, 2, 3).reshape(dweight.shape[0], -1)
+    dweight.copy_((rows @ cols.T).reshape(dweight.shape))
+
+
 def _sort(values: Tensor, indices: Tensor, x: Tensor, axis: int, descending: bool) -> None:
     v, i = x.sort(dim=axis, descending=descending, stable=True)
     values.copy_(v)
@@ -106,5 +148,7 @@ DECOMPOSE: dict[str, Callable[..., None]] = {
     "gelu": _gelu, "gelu_backward": _gelu_backward, "layer_norm": _layer_norm,
     "max_pool2d_tiled": _max_pool2d_tiled,
     "max_pool2d_tiled_backward": _max_pool2d_tiled_backward,
+    "conv2d": _conv2d, "conv2d_input_grad": _conv2d_input_grad,
+    "conv2d_weight_grad": _conv2d_weight_grad,
     "sort": _sort, "index_put": _index_put,
 }

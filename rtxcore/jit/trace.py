@@ -22,7 +22,7 @@ from .graph import Graph, Node, Ref
 
 # kernels that write more than their first argument, and those that read what
 # they write (accumulate into out) -- the rest write arg 0 and don't read it
-OUTPUTS = {"max_pool2d_tiled": 2, "sort": 2, "layer_norm": 3}
+OUTPUTS = {"max_pool2d_tiled": 2, "sort": 2, "layer_norm": 3, "conv2d": 2}
 READS_OUT = {"scatter_add", "index_put"}
 # the core's functions whose host reads validate indices (bounds; whether any is
 # negative): allowed while tracing; the graph keeps what they found

@@ -356,16 +356,98 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: An
             raise RuntimeError(f"conv2d: bias has {bias.numel()} elements (shape {_shape(bias)}) "
                                f"but weight has {oc} output channels (weight shape {_shape(weight)})")
     oh, ow = (hp - ekh) // sh + 1, (wp - ekw) // sw + 1
+    geom = ((sh, sw), pads, (dh, dw), (oh, ow))
     if groups == 1 and h * w <= _DENSE_CONV_RATIO * kh * kw and \
             c * h * w * oc * oh * ow <= _DENSE_CONV_MAX:
-        out = _conv2d_dense(x, weight, bias, (sh, sw), pads, (dh, dw), (oh, ow))
-        return out.squeeze(0) if unbatched else out
-    cols = _Windows.apply(x, (kh, kw), (sh, sw), pads, (dh, dw), 0, True)  # (C*kh*kw, N*OH*OW)
+        out = _conv2d_dense(x, weight, bias, *geom)
+    elif groups == 1 and _conv2d_kernels(x, weight, bias) is not None:
+        out = _Conv2dKernel.apply(x, weight, bias, *geom)
+    else:
+        out = _conv2d_cols(x, weight, bias, groups, *geom)
+    return out.squeeze(0) if unbatched else out
+
+
+def _conv2d_cols(x: Tensor, weight: Tensor, bias: Tensor | None, groups: int,
+                 stride: tuple[int, int], pads: tuple[int, int, int, int],
+                 dilation: tuple[int, int], out_hw: tuple[int, int]) -> Tensor:
+    """conv2d in tensor ops: the im2col matrix (C*kh*kw, N*OH*OW) times the weight."""
+    n, oc, (kh, kw), (oh, ow) = x._shape[0], weight._shape[0], weight._shape[2:], out_hw
+    cols = _Windows.apply(x, (kh, kw), stride, pads, dilation, 0, True)
     out = _grouped_cols_matmul(cols, weight, groups)  # (OC, N*OH*OW)
     out = out.reshape(oc, n, oh, ow).permute(1, 0, 2, 3)
     # the add (or the copy) makes the result contiguous (N, OC, OH, OW), as PyTorch's
-    out = out + bias.reshape(oc, 1, 1) if bias is not None else out.contiguous()
-    return out.squeeze(0) if unbatched else out
+    return out + bias.reshape(oc, 1, 1) if bias is not None else out.contiguous()
+
+
+def _conv2d_kernels(x: Tensor, weight: Tensor, bias: Tensor | None) -> Any:
+    """The backend's (conv2d, conv2d_input_grad, conv2d_weight_grad) for these
+    operands (floating point, one dtype and device), or None: then the core's."""
+    dt, dev = x._dtype, x._device
+    if dt.kind != "f" or weight._dtype is not dt or weight._device is not dev or (
+            bias is not None and (bias._dtype is not dt or bias._device is not dev
+                                  or bias.ndim != 1)):
+        return None
+    ks = (own_kernel(dev, "conv2d", dt), own_kernel(dev, "conv2d_input_grad", dt),
+          own_kernel(dev, "conv2d_weight_grad", dt))
+    return None if None in ks else ks
+
+
+class _Conv2dKernel(Function):
+    """conv2d (groups 1) as the backend's kernels: the forward writes the output
+    and the im2col matrix, which the weight's gradient reuses; the input's
+    gradient is the backend's col2im. A backward that records (double backward)
+    differentiates the core's tensor-op conv2d instead: conv2d is linear in each
+    operand, so each gradient is a vjp with respect to a fresh leaf."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, weight: Tensor, bias: Tensor | None,
+                stride: tuple[int, int], pads: tuple[int, int, int, int],
+                dilation: tuple[int, int], out_hw: tuple[int, int]) -> Tensor:
+        n, c = x._shape[:2]
+        oc, _, kh, kw = weight._shape
+        oh, ow = out_hw
+        dev, dt = x._device, x._dtype
+        out = empty((n, oc, oh, ow), dt, dev)
+        cols = empty((c * kh * kw, n * oh * ow), dt, dev)
+        kern = _conv2d_kernels(x, weight, bias)[0]
+        kern(out._h, cols._h, view_of(x), view_of(weight),
+             None if bias is None else view_of(bias), stride, pads, dilation)
+        ctx.cols = cols
+        ctx.save_for_backward(x, weight)
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Any:
+        x, weight = ctx.saved_tensors
+        _, _, bias, stride, pads, dilation, out_hw = ctx.args
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        dx = dw = db = None
+        if _state.enabled:  # create_graph
+            from ..autograd.engine import grad
+
+            with enable_grad():
+                if need_x:
+                    z = zeros(x._shape, dtype=x._dtype, device=x._device).requires_grad_()
+                    out = _conv2d_cols(z, weight, None, 1, stride, pads, dilation, out_hw)
+                    (dx,) = grad(out, z, g, create_graph=True)
+                if need_w:
+                    z = zeros(weight._shape, dtype=weight._dtype,
+                              device=weight._device).requires_grad_()
+                    out = _conv2d_cols(x, z, None, 1, stride, pads, dilation, out_hw)
+                    (dw,) = grad(out, z, g, create_graph=True)
+        else:
+            _, input_grad, weight_grad = _conv2d_kernels(x, weight, bias)
+            if g._dtype is not x._dtype:
+                g = g.to(x._dtype)
+            if need_x:
+                dx = empty(x._shape, x._dtype, x._device)
+                input_grad(dx._h, view_of(g), view_of(weight), stride, pads, dilation)
+            if need_w:
+                dw = empty(weight._shape, weight._dtype, weight._device)
+                weight_grad(dw._h, view_of(g), view_of(ctx.cols))
+        if need_b:
+            db = g.sum((0, 2, 3))
+        return dx, dw, db, None, None, None, None
 
 
 # conv2d on small images as one matmul with the convolution's dense matrix: for

@@ -14,6 +14,7 @@ import numpy as np
 from rtxcore.dispatch import xp
 
 from . import memory
+from .conv_kernels import KERNELS as _CONV_KERNELS
 from .window_kernels import max_pool2d_tiled, max_pool2d_tiled_backward
 
 # PyTorch computes log(0) = -inf and 1/0 = inf silently; so do we. Only warnings
@@ -398,4 +399,5 @@ KERNELS.update({
     "uniform": uniform, "normal": normal, "erf": erf, "scatter_add": scatter_add,
     "gelu": gelu, "gelu_backward": gelu_backward, "layer_norm": layer_norm,
     "max_pool2d_tiled": max_pool2d_tiled, "max_pool2d_tiled_backward": max_pool2d_tiled_backward,
+    **_CONV_KERNELS,
 })
