@@ -104,9 +104,9 @@ def _conv2d(out: Tensor, cols: Tensor, x: Tensor, weight: Tensor, bias: Tensor |
     kh, kw = weight.shape[2:]
     cols.copy_(F._Windows.apply(x, (kh, kw), tuple(stride), tuple(padding), tuple(dilation),
                                 0, True))
-    x, weight, bias = _wide(x, weight, bias)
-    out.copy_(F._conv2d_cols(x, weight, bias, 1, tuple(stride), tuple(padding),
-                             tuple(dilation), (oh, ow)))
+    weight, wcols, bias = _wide(weight, cols, bias)  # the matmul reads the cols just made
+    y = (weight.reshape(oc, -1) @ wcols).reshape(oc, n, oh, ow).permute(1, 0, 2, 3)
+    out.copy_(y + bias.reshape(oc, 1, 1) if bias is not None else y)
 
 
 def _conv2d_input_grad(dx: Tensor, g: Tensor, weight: Tensor, stride: tuple[int, int],
