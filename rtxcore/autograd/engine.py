@@ -375,6 +375,9 @@ def _accumulate_leaf(node: AccumulateGrad, g: Tensor, create_graph: bool,
     if g._dtype is not var._dtype:
         g = C.to(g, var._dtype)
     _store(m, g, create_graph, user, handed)
+    if m.post_hooks:
+        for fn in list(m.post_hooks):
+            fn(var)
 
 
 def _accumulate_into(t: Tensor, g: Tensor, create_graph: bool, user: set[int], handed: set[int]) -> None:

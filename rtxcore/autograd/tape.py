@@ -49,7 +49,7 @@ class Meta:
     any graph, which is what keeps ops on such tensors fast."""
 
     __slots__ = ("grad_fn", "output_nr", "requires_grad", "grad", "retains_grad",
-                 "hooks", "acc", "view_version", "__weakref__")
+                 "hooks", "post_hooks", "acc", "view_version", "__weakref__")
 
     def __init__(self, grad_fn: Node | None = None, output_nr: int = 0,
                  requires_grad: bool = True) -> None:
@@ -59,6 +59,7 @@ class Meta:
         self.grad: Tensor | None = None
         self.retains_grad = False
         self.hooks: list[Any] | None = None  # a leaf's tensor hooks
+        self.post_hooks: list[Any] | None = None  # a leaf's hooks after .grad is updated
         self.acc: Any = None  # weakref to a leaf's AccumulateGrad node
         # a view's storage version when its grad_fn was set: if the memory has
         # been written since (through its base or another view), the grad_fn is

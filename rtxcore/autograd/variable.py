@@ -140,6 +140,22 @@ def register_hook(self: Tensor, hook: Callable[[Tensor], Any]) -> RemovableHandl
     return RemovableHandle(m.hooks, entry)
 
 
+def register_post_accumulate_grad_hook(self: Tensor,
+                                       hook: Callable[[Tensor], None]) -> RemovableHandle:
+    """``hook(tensor)`` runs after a backward pass has added to this leaf's ``.grad``
+    (``tensor.grad`` is up to date when it runs); its return value is ignored.
+    ``DistributedDataParallel`` starts a bucket's all-reduce from such hooks."""
+    m = self._ag
+    if m is None or not m.requires_grad:
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+    if m.grad_fn is not None:
+        raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+    if m.post_hooks is None:
+        m.post_hooks = []
+    m.post_hooks.append(hook)
+    return RemovableHandle(m.post_hooks, hook)
+
+
 def backward(self: Tensor, gradient: Any = None, retain_graph: Any = None,
              create_graph: bool = False, inputs: Any = None) -> None:
     """Accumulate d(self)/d(leaf) into every leaf's ``.grad`` (see
@@ -194,4 +210,5 @@ def _output_nr(self: Tensor) -> int:
 output_nr = property(_output_nr)
 
 PROPERTIES = ["requires_grad", "grad_fn", "is_leaf", "grad", "retains_grad", "data", "output_nr"]
-METHODS = ["requires_grad_", "retain_grad", "register_hook", "backward", "detach", "detach_"]
+METHODS = ["requires_grad_", "retain_grad", "register_hook", "register_post_accumulate_grad_hook",
+           "backward", "detach", "detach_"]

@@ -74,3 +74,24 @@ def rtx_kernels(backend: str) -> dict[str, Callable[..., Any]] | None:
             if backend == "cpu":
                 return {"matmul": my_fast_matmul}   # override one cpu kernel
     """
+
+
+@hookspec
+def rtx_comm_backends() -> list[Any]:
+    """Return the communication backends this plugin provides, for
+    ``rtxcore.distributed``.
+
+    Returns:
+        A list of :class:`rtxcore.distributed.backend.CommBackend` subclasses
+        (``[]`` or ``None`` for none). A name already taken (``mpi`` is built
+        in) is ignored.
+
+    Called: when ``init_process_group`` looks for a backend, never per
+    collective. See "Communication backends" in docs/authoring-backends.md.
+
+    Example::
+
+        @hookimpl
+        def rtx_comm_backends():
+            return [MyFabricBackend]   # MyFabricBackend(CommBackend): name = "fabric"
+    """

@@ -1,0 +1,111 @@
+"""Faults end the whole job, never a hang.
+
+MPI alone leaves the other ranks blocked in a collective when one rank raises
+or calls ``sys.exit(3)``: mpi4py finalises MPI at exit and nobody aborts. Once
+a world of more than one process exists, rtxcore installs:
+
+- an exception hook: an uncaught exception prints its traceback headed by the
+  rank, then aborts the job (exit status 1);
+- a ``sys.exit`` wrapper and an exit handler: a non-zero exit status aborts
+  the job with that status (``python -m rtxcore.distributed.run`` also catches
+  ``raise SystemExit(n)`` and exceptions around the whole script);
+- a watchdog thread: a collective (or a ``Work.wait()``) still running after
+  the process group's ``timeout`` prints which one, on which rank, and aborts.
+"""
+
+from __future__ import annotations
+
+import atexit
+import sys
+import threading
+import time
+import traceback
+from typing import Any, Callable
+
+_installed = False
+_abort: Callable[[int], None] | None = None
+_rank = 0
+_exit_code: list[Any] = [None]
+
+
+def _say(msg: str) -> None:
+    try:
+        sys.stderr.write(msg if msg.endswith("\n") else msg + "\n")
+        sys.stderr.flush()
+    except Exception:
+        pass
+
+
+def abort(code: int, why: str) -> None:
+    _say(f"rtxcore.distributed: rank {_rank}: {why}; aborting the job (exit status {code})")
+    if _abort is not None:
+        _abort(code)
+    import os
+
+    os._exit(code)
+
+
+def install(rank: int, abort_fn: Callable[[int], None]) -> None:
+    """Called by ``init_process_group`` for a world of more than one process."""
+    global _installed, _abort, _rank
+    _abort, _rank = abort_fn, rank
+    if _installed:
+        return
+    _installed = True
+    previous_hook = sys.excepthook
+    real_exit = sys.exit
+
+    def excepthook(kind: Any, value: Any, tb: Any) -> None:
+        if issubclass(kind, KeyboardInterrupt):
+            abort(130, "interrupted")
+        text = "".join(traceback.format_exception(kind, value, tb))
+        _say("".join(f"[rank {_rank}] {line}\n" for line in text.rstrip().splitlines()))
+        abort(1, f"uncaught {kind.__name__}")
+
+    def exit_(status: Any = None) -> None:
+        _exit_code[0] = status
+        real_exit(status)
+
+    def at_exit() -> None:
+        code = _exit_code[0]
+        if code is None or code == 0:
+            return
+        abort(code if isinstance(code, int) else 1, f"exited with status {code!r}")
+
+    sys.excepthook = excepthook
+    sys.exit = exit_
+    atexit.register(at_exit)  # runs before mpi4py's finalisation (registered earlier)
+
+
+class Watchdog:
+    """One daemon thread per process; ``begin(what)``/``end()`` bracket each
+    blocking wait. Costs two attribute writes per collective."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self.what: str | None = None
+        self.since = 0.0
+        self._thread = threading.Thread(target=self._run, name="rtxcore-distributed-watchdog",
+                                        daemon=True)
+        self._stop = False
+        self._thread.start()
+
+    def begin(self, what: str) -> None:
+        self.since = time.monotonic()
+        self.what = what
+
+    def end(self) -> None:
+        self.what = None
+
+    def stop(self) -> None:
+        self._stop = True
+
+    def _run(self) -> None:
+        tick = min(1.0, max(0.05, self.timeout / 10))
+        while not self._stop:
+            time.sleep(tick)
+            what = self.what
+            if what is not None and time.monotonic() - self.since > self.timeout:
+                abort(1, f"{what} did not finish within the process group's timeout "
+                         f"({self.timeout:g} s): another rank is not taking part in it "
+                         "(it exited, hangs, or calls a different collective)")

@@ -1,0 +1,198 @@
+"""The ``mpi`` communication backend, on mpi4py.
+
+NumPy arrays go to MPI as buffers, without a copy. Reductions use MPI's own
+operations on the array's MPI type (MPICH reduces float16 natively); ``bool``
+reductions are the logical ones (SUM and MAX are OR, PRODUCT and MIN are AND),
+as PyTorch's. Data that is only moved (broadcast, gathers, all-to-all,
+send/recv) travels as bytes, so every dtype NumPy carries goes through.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+import numpy as np
+
+from .backend import CommBackend, Communicator
+
+# environment variables MPI launchers set in the processes they start
+_LAUNCHER_VARS = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE",
+                  "MPI_LOCALNRANKS", "HYDI_CONTROL_FD")
+
+_INSTALL = "pip install 'rtxcore[mpi]'   (mpi4py and the mpich wheel, which brings mpiexec)"
+
+
+def _mpi() -> Any:
+    from mpi4py import MPI
+
+    return MPI
+
+
+class _Request:
+    __slots__ = ("req", "after")
+
+    def __init__(self, req: Any, after: Any = None) -> None:
+        self.req = req
+        self.after = after
+
+    def wait(self) -> Any:
+        MPI = _mpi()
+        status = MPI.Status() if self.after is not None else None
+        self.req.Wait(status)
+        return self.after(status) if self.after is not None else None
+
+    def test(self) -> bool:
+        return bool(self.req.Test())
+
+
+def _bytes(a: np.ndarray) -> np.ndarray:
+    return a.reshape(-1).view(np.uint8)
+
+
+class MPICommunicator(Communicator):
+    def __init__(self, comm: Any) -> None:
+        self.comm = comm
+        self.rank = comm.Get_rank()
+        self.size = comm.Get_size()
+        MPI = _mpi()
+        self._ops = {"sum": MPI.SUM, "product": MPI.PROD, "max": MPI.MAX, "min": MPI.MIN,
+                     "band": MPI.BAND, "bor": MPI.BOR, "bxor": MPI.BXOR}
+        self._bool_ops = {"sum": MPI.LOR, "max": MPI.LOR, "product": MPI.LAND,
+                          "min": MPI.LAND, "band": MPI.LAND, "bor": MPI.LOR, "bxor": MPI.LXOR}
+        self._in_place = MPI.IN_PLACE
+
+    def _op(self, op: str, a: np.ndarray) -> Any:
+        return (self._bool_ops if a.dtype == np.bool_ else self._ops)[op]
+
+    @staticmethod
+    def _r(req: Any, async_: bool) -> Any:
+        return _Request(req) if async_ else None
+
+    def all_reduce(self, buf, op, async_):
+        if async_:
+            return _Request(self.comm.Iallreduce(self._in_place, buf, self._op(op, buf)))
+        self.comm.Allreduce(self._in_place, buf, self._op(op, buf))
+
+    def broadcast(self, buf, root, async_):
+        if async_:
+            return _Request(self.comm.Ibcast(_bytes(buf), root))
+        self.comm.Bcast(_bytes(buf), root)
+
+    def all_gather(self, send, recv, async_):
+        if async_:
+            return _Request(self.comm.Iallgather(_bytes(send), _bytes(recv)))
+        self.comm.Allgather(_bytes(send), _bytes(recv))
+
+    def reduce_scatter(self, send, recv, op, async_):
+        if async_:
+            return _Request(self.comm.Ireduce_scatter_block(send, recv, self._op(op, send)))
+        self.comm.Reduce_scatter_block(send, recv, self._op(op, send))
+
+    def reduce(self, buf, op, root, async_):
+        send = self._in_place if self.rank == root else buf
+        recv = buf if self.rank == root else None
+        if async_:
+            return _Request(self.comm.Ireduce(send, recv, self._op(op, buf), root))
+        self.comm.Reduce(send, recv, self._op(op, buf), root)
+
+    def gather(self, send, recv, root, async_):
+        r = _bytes(recv) if recv is not None else None
+        if async_:
+            return _Request(self.comm.Igather(_bytes(send), r, root))
+        self.comm.Gather(_bytes(send), r, root)
+
+    def scatter(self, send, recv, root, async_):
+        s = _bytes(send) if send is not None else None
+        if async_:
+            return _Request(self.comm.Iscatter(s, _bytes(recv), root))
+        self.comm.Scatter(s, _bytes(recv), root)
+
+    def all_to_all(self, send, recv, send_counts, recv_counts, async_):
+        item = send.dtype.itemsize
+        sc = [c * item for c in send_counts]
+        rc = [c * item for c in recv_counts]
+        sd = np.concatenate([[0], np.cumsum(sc)[:-1]]).astype(np.int64).tolist()
+        rd = np.concatenate([[0], np.cumsum(rc)[:-1]]).astype(np.int64).tolist()
+        s = [_bytes(send), (sc, sd)]
+        r = [_bytes(recv), (rc, rd)]
+        if async_:
+            return _Request(self.comm.Ialltoallv(s, r))
+        self.comm.Alltoallv(s, r)
+
+    def barrier(self, async_):
+        if async_:
+            return _Request(self.comm.Ibarrier())
+        self.comm.Barrier()
+
+    def send(self, buf, dst, tag, async_):
+        if async_:
+            return _Request(self.comm.Isend(_bytes(buf), dst, tag))
+        self.comm.Send(_bytes(buf), dst, tag)
+
+    def recv(self, buf, src, tag, async_):
+        MPI = _mpi()
+        source = MPI.ANY_SOURCE if src is None else src
+        if async_:
+            return _Request(self.comm.Irecv(_bytes(buf), source, tag),
+                            after=lambda status: status.Get_source())
+        status = MPI.Status()
+        self.comm.Recv(_bytes(buf), source, tag, status)
+        return status.Get_source()
+
+    def split(self, ranks: Sequence[int]) -> "MPICommunicator | None":
+        MPI = _mpi()
+        ranks = list(ranks)
+        member = self.rank in ranks
+        sub = self.comm.Split(0 if member else MPI.UNDEFINED,
+                              ranks.index(self.rank) if member else 0)
+        return MPICommunicator(sub) if member else None
+
+    def exchange_small(self, data: bytes) -> list[bytes]:
+        if len(data) > 256:
+            data = data[:256]
+        mine = np.zeros(258, np.uint8)
+        mine[:2] = np.frombuffer(len(data).to_bytes(2, "little"), np.uint8)
+        mine[2:2 + len(data)] = np.frombuffer(data, np.uint8)
+        every = np.empty((self.size, 258), np.uint8)
+        self.comm.Allgather(mine, every)
+        return [bytes(row[2:2 + int.from_bytes(bytes(row[:2]), "little")]) for row in every]
+
+    def abort(self, code: int) -> None:
+        _mpi().COMM_WORLD.Abort(code)
+
+    def free(self) -> None:
+        MPI = _mpi()
+        if self.comm != MPI.COMM_WORLD and self.comm != MPI.COMM_NULL:
+            self.comm.Free()
+
+
+class MPIBackend(CommBackend):
+    """MPI through mpi4py: host buffers (cpu tensors in place, other devices
+    staged through one host copy each way)."""
+
+    name = "mpi"
+    native_devices = frozenset({"cpu"})
+    host_staging = True
+    priority = 10
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        try:
+            import mpi4py  # noqa: F401
+        except ImportError:
+            return f"mpi4py is not installed: {_INSTALL}"
+        return None
+
+    @classmethod
+    def launched(cls) -> bool:
+        return any(v in os.environ for v in _LAUNCHER_VARS)
+
+    def world(self, timeout: float) -> Communicator:
+        reason = self.unavailable_reason()
+        if reason is not None:
+            from .backend import CommBackendUnavailable
+
+            raise CommBackendUnavailable(f"the mpi backend can't run: {reason}")
+        MPI = _mpi()
+        return MPICommunicator(MPI.COMM_WORLD)
