@@ -36,13 +36,15 @@ EXAMPLES = ["tqdm>=4.60", "scikit-learn>=1.3"]  # what examples/train_digits.py 
 # must still import and explain itself, and that is tested with CuPy present;
 # NVRTC (no driver needed) compiles the backend's CUDA C in the tests, as CuPy does
 CUDA = ["cupy-cuda13x>=13", "nvidia-cuda-nvrtc==13.*"]
+# rtxcore.distributed's tests run under mpiexec: mpi4py and MPICH's wheel (rtxcore[mpi])
+MPI = ["mpi4py>=4.0", "mpich>=4.2"]
 EXTRAS = {
     "demo": [*EXAMPLES, *OPENCL],
     # PyTorch (the CPU wheel) is a reference some tests compare against
     # pytest-xdist: the suite's files spread over the machine's cores (see main)
     "test": ["pytest>=7", "pytest-xdist>=3.5", "hypothesis>=6", "torch==2.13.0", *EXAMPLES,
-             *OPENCL, *CUDA],
-    "bench": ["torch==2.13.0"],
+             *OPENCL, *CUDA, *MPI],
+    "bench": ["torch==2.13.0", *MPI],
 }
 
 

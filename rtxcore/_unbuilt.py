@@ -13,9 +13,6 @@ UNBUILT: dict[str, str] = {
               "data as index/value tensors and use index_select / scatter_add / index_add",
     "onnx": "is out of scope for rtxcore: export from PyTorch, or save weights with "
             "rtxcore.save and load them there",
-    "distributed": "is not built yet: rtxcore trains in one process; run one process per "
-                   "device and drop the torch.distributed calls (init_process_group, "
-                   "DistributedDataParallel, ...)",
 }
 
 

@@ -514,14 +514,14 @@ def test_unbuilt_imports(module, what):
     assert module not in sys.modules
 
 
-def test_distributed_answers_the_questions_scripts_ask_and_refuses_the_rest():
+def test_distributed_is_built_and_lazy():
     import rtxcore.distributed as dist
-    from rtxcore._unbuilt import UnbuiltAttributeError
 
     assert rc.distributed is dist
-    assert dist.is_available() is False and dist.is_initialized() is False
-    with pytest.raises(UnbuiltAttributeError, match="rtxcore.distributed is not built yet"):
-        dist.init_process_group("gloo")
+    assert dist.is_available() is True and dist.is_initialized() is False
+    from rtxcore.nn.parallel import DistributedDataParallel
+
+    assert rc.nn.parallel.DistributedDataParallel is DistributedDataParallel
 
 
 def test_unbuilt_from_imports():

@@ -757,3 +757,5 @@ def isend(tensor: Any, dst: int, group: Any = None, tag: int = 0) -> Work:
 
 def irecv(tensor: Any, src: int | None = None, group: Any = None, tag: int = 0) -> Work:
     return _p2p("irecv", tensor, src, group, tag, True)
+
+from . import optim  # noqa: E402  (ZeroRedundancyOptimizer)

@@ -10,7 +10,7 @@ from .layers import (AvgPool2d, BatchNorm1d, BatchNorm2d, BCELoss, BCEWithLogits
                      NLLLoss, ReLU, Sequential, Sigmoid, SiLU, SmoothL1Loss, Softmax, Tanh)
 from .module import Module
 from .parameter import Parameter
-from . import utils
+from . import parallel, utils
 from .activation import (CELU, ELU, GLU, Hardshrink, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU,
                          LogSigmoid, Mish, PReLU, ReLU6, SELU, Softmin, Softplus, Softshrink,
                          Softsign, Tanhshrink, Threshold)

@@ -1,0 +1,279 @@
+"""``DistributedDataParallel``: one model replica per process, gradients averaged.
+
+At wrap, rank 0's parameters and buffers are broadcast to every rank. The
+parameters are cut into buckets (about ``bucket_cap_mb``, the first 1 MB as in
+PyTorch) in reverse registration order, roughly the order backward produces
+their gradients. Each parameter has a post-accumulate-grad hook; when every
+gradient of a bucket has arrived, the bucket's gradients are copied into one
+flat buffer and its all-reduce (AVG) is started without waiting, so
+communication runs while backward computes the rest. Buckets start in index
+order on every rank (the order collectives must match in). When the last bucket
+has started, backward waits for all of them and copies the averages back into
+``.grad``.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+from ..module import Module
+
+_FIRST_BUCKET_BYTES = 1 << 20
+
+
+class _Bucket:
+    __slots__ = ("params", "offsets", "numel", "buf", "pending", "work")
+
+    def __init__(self, params: list[Any]) -> None:
+        self.params = params
+        self.offsets = []
+        n = 0
+        for p in params:
+            self.offsets.append(n)
+            n += p.numel()
+        self.numel = n
+        self.buf = None
+        self.pending = len(params)
+        self.work = None
+
+
+class DistributedDataParallel(Module):
+    """Wrap ``module`` so that ``loss.backward()`` leaves every rank with the
+    gradients averaged over all ranks (as one process would get from the
+    concatenated batches, when each rank's loss is a mean over equal batches).
+
+    ``no_sync()``: backward passes inside accumulate locally; the next one
+    outside reduces the accumulated gradients. ``find_unused_parameters``:
+    after each forward, parameters the output does not depend on are counted
+    as ready (otherwise backward would wait for them and the next forward
+    raises). ``device_ids``/``output_device`` are accepted as PyTorch's and
+    must name the module's device, if given.
+    """
+
+    def __init__(self, module: Module, device_ids: Any = None, output_device: Any = None,
+                 dim: int = 0, broadcast_buffers: bool = True, process_group: Any = None,
+                 bucket_cap_mb: float | None = None, find_unused_parameters: bool = False,
+                 check_reduction: bool = False, gradient_as_bucket_view: bool = False,
+                 static_graph: bool = False, **kwargs: Any) -> None:
+        super().__init__()
+        from ... import distributed as dist
+
+        if not isinstance(module, Module):
+            raise TypeError(f"DistributedDataParallel wraps an nn.Module, not {type(module).__name__}")
+        if not dist.is_initialized():
+            raise RuntimeError("DistributedDataParallel needs a process group: call "
+                               "rtxcore.distributed.init_process_group() first")
+        if kwargs:
+            raise TypeError(f"DistributedDataParallel got unexpected arguments {sorted(kwargs)}")
+        self.module = module
+        self.process_group = process_group
+        self.broadcast_buffers = broadcast_buffers
+        self.find_unused_parameters = find_unused_parameters
+        self.require_backward_grad_sync = True
+        self.dim = dim
+        self._pg = dist._group(process_group)
+        self._root = self._pg.ranks[0]
+        seen: set[int] = set()
+        params = []
+        for p in module.parameters():
+            if p.requires_grad and id(p) not in seen:
+                seen.add(id(p))
+                params.append(p)
+        self._params = params
+        cap = int((25 if bucket_cap_mb is None else bucket_cap_mb) * (1 << 20))
+        self._buckets = self._make_buckets(params, cap)
+        self._where: dict[int, tuple[_Bucket, int]] = {}
+        for b in self._buckets:
+            for i, p in enumerate(b.params):
+                self._where[id(p)] = (b, i)
+        self._expect = False  # a synced backward is expected for the last forward
+        self._started = False  # a gradient of that backward has arrived
+        self._next = 0  # the next bucket to start
+        self._used: set[int] = set()
+        self._sync_state()
+        self._handles = [p.register_post_accumulate_grad_hook(self._grad_ready) for p in params]
+
+    # -- setup ---------------------------------------------------------------------
+
+    @staticmethod
+    def _make_buckets(params: list[Any], cap: int) -> list[_Bucket]:
+        buckets: list[_Bucket] = []
+        current: list[Any] = []
+        size = 0
+        limit = min(cap, _FIRST_BUCKET_BYTES)
+        for p in reversed(params):
+            nbytes = p.numel() * p.element_size()
+            if current and (size + nbytes > limit or p.device != current[0].device
+                            or p.dtype is not current[0].dtype):
+                buckets.append(_Bucket(current))
+                current, size, limit = [], 0, cap
+            current.append(p)
+            size += nbytes
+        if current:
+            buckets.append(_Bucket(current))
+        return buckets
+
+    def _sync_state(self) -> None:
+        """Every rank starts from the first rank's parameters and buffers."""
+        from ... import distributed as dist
+        from ... import no_grad
+
+        if self._pg.size() == 1:
+            return
+        with no_grad():
+            for t in [*self.module.parameters(), *self.module.buffers()]:
+                dist.broadcast(t.detach(), src=self._root, group=self.process_group)
+
+    # -- forward ---------------------------------------------------------------------
+
+    def forward(self, *inputs: Any, **kwargs: Any) -> Any:
+        from ... import is_grad_enabled
+
+        if self._expect and self._started and self._next < len(self._buckets):
+            missing = [n for n, p in self.module.named_parameters()
+                       if p.requires_grad and id(p) not in self._used]
+            raise RuntimeError(
+                "Expected to have finished reduction in the prior iteration before starting a "
+                "new one: the last backward produced no gradient for parameters "
+                f"{missing[:10]}{' ...' if len(missing) > 10 else ''}. Pass "
+                "find_unused_parameters=True to DistributedDataParallel if the model's forward "
+                "does not use every parameter, and make sure every output takes part in the loss."
+            )
+        if self.broadcast_buffers and self._pg.size() > 1:
+            from ... import distributed as dist
+
+            for b in self.module.buffers():
+                dist.broadcast(b.detach(), src=self._root, group=self.process_group)
+        out = self.module(*inputs, **kwargs)
+        self._expect = bool(is_grad_enabled() and self.require_backward_grad_sync and self._params)
+        self._started = False
+        self._next = 0
+        self._used = set()
+        for b in self._buckets:
+            b.pending = len(b.params)
+            b.work = None
+        if self._expect and self.find_unused_parameters:
+            reached = _reached_leaves(out)
+            for p in self._params:
+                if id(p) not in reached:
+                    self._mark(p)
+        return out
+
+    # -- backward ----------------------------------------------------------------------
+
+    def _grad_ready(self, p: Any) -> None:
+        if not self._expect:
+            return
+        self._started = True
+        self._used.add(id(p))
+        self._mark(p)
+
+    def _mark(self, p: Any) -> None:
+        b, _ = self._where[id(p)]
+        b.pending -= 1
+        if b.pending == 0:
+            self._launch_ready()
+
+    def _launch_ready(self) -> None:
+        from ... import distributed as dist
+        from ... import empty, no_grad
+
+        buckets = self._buckets
+        with no_grad():
+            while self._next < len(buckets) and buckets[self._next].pending == 0:
+                b = buckets[self._next]
+                if b.buf is None:
+                    p0 = b.params[0]
+                    b.buf = empty(b.numel, dtype=p0.dtype, device=p0.device)
+                for p, off in zip(b.params, b.offsets):
+                    dst = b.buf[off:off + p.numel()]
+                    if p.grad is None:
+                        dst.zero_()
+                    else:
+                        dst.copy_(p.grad.reshape(-1))
+                b.work = dist.all_reduce(b.buf, op=dist.ReduceOp.AVG, group=self.process_group,
+                                         async_op=True)
+                self._next += 1
+            for b in buckets[:self._next]:  # let MPI progress the ones in flight
+                if b.work is not None:
+                    b.work.is_completed()
+        if self._next == len(buckets):
+            self._finish()
+
+    def _finish(self) -> None:
+        from ... import distributed as dist
+        from ... import no_grad, tensor
+
+        self._expect = False
+        used_anywhere = None
+        if self.find_unused_parameters and self._pg.size() > 1:
+            flags = tensor([1 if id(p) in self._used else 0 for p in self._params])
+            dist.all_reduce(flags, op=dist.ReduceOp.MAX, group=self.process_group)
+            used_anywhere = {id(p) for p, f in zip(self._params, flags.tolist()) if f}
+        elif self.find_unused_parameters:
+            used_anywhere = set(self._used)
+        with no_grad():
+            for b in self._buckets:
+                b.work.wait()
+                b.work = None
+                for p, off in zip(b.params, b.offsets):
+                    avg = b.buf[off:off + p.numel()].view(p.shape)
+                    if p.grad is None:
+                        if used_anywhere is not None and id(p) not in used_anywhere:
+                            continue
+                        p.grad = avg.clone()
+                    else:
+                        p.grad.copy_(avg)
+
+    # -- PyTorch's API ----------------------------------------------------------------------
+
+    @contextmanager
+    def no_sync(self) -> Iterator[None]:
+        """Backward passes inside accumulate gradients locally, without communication."""
+        old = self.require_backward_grad_sync
+        self.require_backward_grad_sync = False
+        try:
+            yield
+        finally:
+            self.require_backward_grad_sync = old
+
+    def extra_repr(self) -> str:
+        return f"world_size={self._pg.size()}, buckets={len(self._buckets)}"
+
+
+def _reached_leaves(out: Any) -> set[int]:
+    """ids of the leaf tensors the autograd graph of ``out`` reaches."""
+    from ...autograd.tape import AccumulateGrad
+    from ...tensor import Tensor
+
+    roots = []
+
+    def collect(o: Any) -> None:
+        if isinstance(o, Tensor):
+            m = o._ag
+            if m is not None and m.grad_fn is not None:
+                roots.append(m.grad_fn)
+        elif isinstance(o, (list, tuple)):
+            for x in o:
+                collect(x)
+        elif isinstance(o, dict):
+            for x in o.values():
+                collect(x)
+
+    collect(out)
+    seen: set[int] = set()
+    leaves: set[int] = set()
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if type(node) is AccumulateGrad:
+            leaves.add(id(node.variable))
+            continue
+        for e in node.next_functions:
+            if e is not None and e[0] is not None:
+                stack.append(e[0])
+    return leaves
