@@ -93,6 +93,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", type=int, nargs="?", const=5, default=None, metavar="STEPS",
                    help=f"profile STEPS training steps (default 5, after {PROFILE_WARMUP} warm-up "
                         "steps) and print a table of where the time goes")
+    p.add_argument("--distributed", action="store_true",
+                   help="data-parallel on the processes of an MPI job: run it as "
+                        "python -m rtxcore.distributed.run -n 2 examples/train_digits.py --distributed "
+                        "(the batch is split over the ranks; rank 0 prints and saves)")
     p.add_argument("--trace", default=None, metavar="JSON",
                    help="with --profile: also write a Chrome trace (chrome://tracing, ui.perfetto.dev)")
     args = p.parse_args(argv)
@@ -120,19 +124,46 @@ def main(argv: list[str] | None = None) -> int:
         print("this example needs tqdm: pip install tqdm (python3 dev.py demo installs it)", file=sys.stderr)
         return 2
 
+    rank, world = 0, 1
+    if args.distributed:
+        import rtxcore.distributed as dist
+
+        dist.init_process_group()
+        rank, world = dist.get_rank(), dist.get_world_size()
+        if batch % world:
+            print(f"--batch-size {batch} does not split over {world} ranks", file=sys.stderr)
+            return 2
+    say = print if rank == 0 else _quiet  # one voice: the other ranks train silently
+    if rank != 0:
+        args.no_progress = True
+
     rc.manual_seed(args.seed)
     train, test = load_data(device, args.seed)
     model = (mlp() if args.model == "mlp" else cnn()).to(device)
+    net = model
+    sampler = None
+    if args.distributed:
+        from rtxcore.nn.parallel import DistributedDataParallel
+        from rtxcore.utils.data import DistributedSampler
+
+        net = DistributedDataParallel(model)
+        sampler = DistributedSampler(train, num_replicas=world, rank=rank, seed=args.seed)
+        loader = DataLoader(train, batch_size=batch // world, sampler=sampler)
+    else:
+        loader = DataLoader(train, batch_size=batch, shuffle=True,
+                            generator=rc.Generator().manual_seed(args.seed))
     opt = rc.optim.Adam(model.parameters(), lr=lr)
     sched = rc.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs)
-    loader = DataLoader(train, batch_size=batch, shuffle=True,
-                        generator=rc.Generator().manual_seed(args.seed))
-    print(f"training {args.model} on {device}: {len(train)} train / {len(test)} test images, "
+    if world > 1:
+        say(f"data parallel on {world} ranks: {batch // world} images per rank per step")
+    say(f"training {args.model} on {device}: {len(train)} train / {len(test)} test images, "
           f"{sum(p.numel() for p in model.parameters()):,} parameters, {epochs} epochs")
     losses, accs, steps = [], [], 0
     prof = rc.profiler.profile(record_shapes=True) if args.profile else None
     t0 = time.perf_counter()
     for epoch in range(epochs):
+        if sampler is not None:
+            sampler.set_epoch(epoch)
         # (disable=None: no bar when stdout isn't a terminal, e.g. in a CI log)
         bar = tqdm(loader, desc=f"epoch {epoch + 1}/{epochs}", leave=False,
                    disable=True if args.no_progress else None, file=sys.stdout)
@@ -140,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         for x, y in bar:
             if prof is not None and steps == PROFILE_WARMUP:
                 prof.start()
-            loss = nn.functional.cross_entropy(model(x), y)
+            loss = nn.functional.cross_entropy(net(x), y)
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -156,31 +187,38 @@ def main(argv: list[str] | None = None) -> int:
         losses.append(total / max(count, 1))
         accs.append(accuracy(model, test))
         if not args.no_progress or epoch == epochs - 1:
-            print(f"epoch {epoch + 1:3d}  loss {losses[-1]:.4f}  test accuracy {accs[-1]:.4f}")
+            say(f"epoch {epoch + 1:3d}  loss {losses[-1]:.4f}  test accuracy {accs[-1]:.4f}")
         if args.max_steps is not None and steps >= args.max_steps:
             break
     if prof is not None:  # training ended before the profiled steps did
         show_profile(prof, max(0, steps - PROFILE_WARMUP), args.trace)
     elapsed = time.perf_counter() - t0
     acc = accs[-1]
-    print(f"test accuracy: {acc:.4f} ({args.model}, {elapsed:.1f} s, {steps} steps)")
+    say(f"test accuracy: {acc:.4f} ({args.model}, {elapsed:.1f} s, {steps} steps)")
 
     path = Path(args.checkpoint or f"checkpoints/digits-{args.model}.safetensors")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    rc.save(model.state_dict(), path)
+    if rank == 0:  # every rank holds the same weights: one checkpoint
+        path.parent.mkdir(parents=True, exist_ok=True)
+        rc.save(model.state_dict(), path)
+    if args.distributed:
+        dist.barrier()  # the file is complete before any rank reads it
     again = (mlp() if args.model == "mlp" else cnn()).to(device)
     again.load_state_dict(rc.load(path, map_location=device))
     same = accuracy(again, test) == acc
-    print(f"checkpoint: {path} (reloaded: accuracy {'identical' if same else 'DIFFERENT'})")
+    say(f"checkpoint: {path} (reloaded: accuracy {'identical' if same else 'DIFFERENT'})")
 
     if args.plot:
         plot(losses, accs, args.plot)
-        print(f"curves: {args.plot}")
+        say(f"curves: {args.plot}")
     ok = acc >= TARGET[args.model] and same
     if args.max_steps is None:
-        print(f"target {TARGET[args.model]:.2f}: {'reached' if ok else 'NOT reached'}")
+        say(f"target {TARGET[args.model]:.2f}: {'reached' if ok else 'NOT reached'}")
         return 0 if ok else 1
     return 0 if same else 1
+
+
+def _quiet(*args: object, **kwargs: object) -> None:
+    """``print`` on ranks other than 0."""
 
 
 def show_profile(prof: "rc.profiler.profile", steps: int, trace: str | None) -> None:

@@ -27,6 +27,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..ops.core import kernel, view_of
+from ..tensor import Tensor
 from . import _guard
 from .backend import CommBackend, CommBackendUnavailable, Communicator, SelfBackend, comm_backends
 
@@ -261,9 +263,7 @@ def new_group(ranks: Sequence[int] | None = None, timeout: Any = None, backend: 
 # -- tensors as buffers ------------------------------------------------------------
 
 def _tensor(t: Any, what: str) -> Any:
-    from ..tensor import Tensor
-
-    if not isinstance(t, Tensor):
+    if type(t) is not Tensor and not isinstance(t, Tensor):
         raise TypeError(f"{what} must be an rtxcore Tensor, not {type(t).__name__}")
     return t
 
@@ -294,8 +294,6 @@ class _Buf:
     __slots__ = ("t", "a", "copied", "staged")
 
     def __init__(self, t: Any, pg: ProcessGroup, read: bool = True) -> None:
-        from ..ops.core import kernel, view_of
-
         self.t = t
         dev = t._device
         backend = _state.backend
@@ -326,8 +324,6 @@ class _Buf:
                 with no_grad():
                     t.copy_(from_numpy(self.a))
                 return
-            from ..ops.core import view_of
-
             view_of(t)[...] = self.a
         t._storage.version += 1
 
@@ -343,7 +339,15 @@ def _dtype_check(op: str, ts: Sequence[Any]) -> None:
                              f"{first._device} and {t._device}")
 
 
+_BITWISE = ("band", "bor", "bxor")
+
+
 def _reduce_op(op: Any, t: Any, what: str) -> str:
+    if type(op) is ReduceOp:
+        kind = op._value_
+        if kind in _BITWISE and t._dtype.is_floating_point:
+            raise TypeError(f"{what}: {op.name} needs an integer or bool tensor, not {t._dtype.name}")
+        return kind
     if isinstance(op, str):
         try:
             op = ReduceOp[op.upper()]
@@ -356,24 +360,36 @@ def _reduce_op(op: Any, t: Any, what: str) -> str:
     return op.value
 
 
-def _check_same(pg: ProcessGroup, what: str) -> None:
+def _check_same(pg: ProcessGroup, what: Any) -> None:
     """RTX_DISTRIBUTED_DEBUG: every rank is about to call the same collective."""
-    every = pg.comm.exchange_small(what.encode())
+    every = pg.comm.exchange_small(str(what).encode())
     if len(set(every)) > 1:
         lines = "\n".join(f"  rank {pg.ranks[r]}: {d.decode(errors='replace')}"
                           for r, d in enumerate(every))
         raise RuntimeError(f"ranks disagree on the collective they call:\n{lines}")
 
 
-def _describe(name: str, t: Any, extra: str = "") -> str:
-    return f"{name}({t._dtype.name}{list(t._shape)}{extra})"
+class _describe:
+    """What a collective is, for the debug check and the watchdog's message;
+    formatted only when one of them needs it."""
+
+    __slots__ = ("name", "t", "extra")
+
+    def __init__(self, name: str, t: Any = None, extra: str = "") -> None:
+        self.name, self.t, self.extra = name, t, extra
+
+    def __str__(self) -> str:
+        t = self.t
+        if t is None:
+            return f"{self.name}()"
+        return f"{self.name}({t._dtype.name}{list(t._shape)}{self.extra})"
 
 
 class Work:
     """The handle of an ``async_op=True`` call: ``wait()`` blocks until the
     tensors hold the result (and writes them back where they were staged)."""
 
-    def __init__(self, req: Any, what: str, finish: Any = None, result: Any = None) -> None:
+    def __init__(self, req: Any, what: Any, finish: Any = None, result: Any = None) -> None:
         self._req = req
         self._what = what
         self._finish = finish
@@ -398,7 +414,7 @@ class Work:
         return self._result
 
 
-def _run(call: Any, what: str, then: Any = None, keep: Any = None) -> Any:
+def _run(call: Any, what: Any, then: Any = None, keep: Any = None) -> Any:
     wd = _state.watchdog
     if wd is not None:
         wd.begin(what)
@@ -414,7 +430,7 @@ def _run(call: Any, what: str, then: Any = None, keep: Any = None) -> Any:
     return out
 
 
-def _launch(pg: ProcessGroup, what: str, call: Any, finish: Any, async_op: bool) -> Any:
+def _launch(pg: ProcessGroup, what: Any, call: Any, finish: Any, async_op: bool) -> Any:
     """Start ``call(async_)``; block (watched) or hand back a Work."""
     if _state.debug:
         _check_same(pg, what)
@@ -715,7 +731,7 @@ def barrier(group: Any = None, async_op: bool = False, device_ids: Any = None) -
     pg = _member(group, "barrier")
     if pg is None:
         return None
-    return _launch(pg, "barrier()", lambda a: pg.comm.barrier(a), None, async_op)
+    return _launch(pg, _describe("barrier"), lambda a: pg.comm.barrier(a), None, async_op)
 
 
 def _p2p(op: str, tensor: Any, peer: int | None, group: Any, tag: int, async_op: bool) -> Any:

@@ -83,14 +83,14 @@ class Watchdog:
 
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
-        self.what: str | None = None
+        self.what: Any = None  # str() of it names the collective
         self.since = 0.0
         self._thread = threading.Thread(target=self._run, name="rtxcore-distributed-watchdog",
                                         daemon=True)
         self._stop = False
         self._thread.start()
 
-    def begin(self, what: str) -> None:
+    def begin(self, what: Any) -> None:
         self.since = time.monotonic()
         self.what = what
 

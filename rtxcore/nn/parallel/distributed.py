@@ -14,6 +14,8 @@ has started, backward waits for all of them and copies the averages back into
 
 from __future__ import annotations
 
+import threading
+import time
 from contextlib import contextmanager
 from typing import Any, Iterator
 
@@ -36,6 +38,52 @@ class _Bucket:
         self.buf = None
         self.pending = len(params)
         self.work = None
+
+
+class _Progress:
+    """Drives the in-flight all-reduces while backward computes.
+
+    MPI moves a non-blocking collective's data only inside MPI calls; between
+    two gradient hooks backward may run for milliseconds of matmuls (which
+    release the GIL). This thread tests the requests in flight every
+    ``interval`` seconds, so they progress during that compute, and stops
+    before the main thread waits on them (a request is never used by two
+    threads at once)."""
+
+    def __init__(self, interval: float = 2e-4) -> None:
+        self.interval = interval
+        self.requests: list[Any] = []
+        self.lock = threading.Lock()
+        self.thread: threading.Thread | None = None
+        self.stopping = False
+
+    def add(self, work: Any) -> None:
+        req = getattr(work, "_req", None)
+        if req is None:
+            return
+        with self.lock:
+            self.requests.append(req)
+        if self.thread is None:
+            self.stopping = False
+            self.thread = threading.Thread(target=self._run, name="rtxcore-ddp-progress",
+                                           daemon=True)
+            self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stopping:
+            with self.lock:
+                self.requests = [r for r in self.requests if not r.test()]
+                idle = not self.requests
+            if idle:
+                break
+            time.sleep(self.interval)
+
+    def stop(self) -> None:
+        self.stopping = True
+        if self.thread is not None:
+            self.thread.join()
+            self.thread = None
+        self.requests = []
 
 
 class DistributedDataParallel(Module):
@@ -91,6 +139,7 @@ class DistributedDataParallel(Module):
         self._started = False  # a gradient of that backward has arrived
         self._next = 0  # the next bucket to start
         self._used: set[int] = set()
+        self._progress = _Progress()
         self._sync_state()
         self._handles = [p.register_post_accumulate_grad_hook(self._grad_ready) for p in params]
 
@@ -195,9 +244,8 @@ class DistributedDataParallel(Module):
                 b.work = dist.all_reduce(b.buf, op=dist.ReduceOp.AVG, group=self.process_group,
                                          async_op=True)
                 self._next += 1
-            for b in buckets[:self._next]:  # let MPI progress the ones in flight
-                if b.work is not None:
-                    b.work.is_completed()
+                if self._next < len(buckets):  # more backward to overlap with
+                    self._progress.add(b.work)
         if self._next == len(buckets):
             self._finish()
 
@@ -213,6 +261,7 @@ class DistributedDataParallel(Module):
             used_anywhere = {id(p) for p, f in zip(self._params, flags.tolist()) if f}
         elif self.find_unused_parameters:
             used_anywhere = set(self._used)
+        self._progress.stop()
         with no_grad():
             for b in self._buckets:
                 b.work.wait()

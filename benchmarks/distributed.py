@@ -1,0 +1,187 @@
+"""rtxcore.distributed under MPI, measured in one run.
+
+    python benchmarks/distributed.py                 # both tables
+    python benchmarks/distributed.py --quick         # smoke test: small sizes, few rounds
+    python benchmarks/distributed.py --part ddp --params 12 --batch 64
+
+1. ``all_reduce`` bandwidth on 2 ranks, 1 KB to 256 MB of float32: rtxcore's
+   ``dist.all_reduce`` on a cpu tensor against raw mpi4py ``Allreduce``
+   (``IN_PLACE``) on a NumPy array of the same size, rounds interleaved (the two
+   sides alternate within one job), median time per call; bus bandwidth is
+   ``2 (n-1)/n * bytes / time`` (what a ring all-reduce moves per rank).
+   Budget: rtxcore >= 0.9x raw's bandwidth from 1 MB up.
+2. ``DistributedDataParallel`` step (forward, backward with the bucketed
+   all-reduce, SGD) of an MLP of ``--params`` million parameters, the same
+   per-rank batch on 1 rank and on 2 ranks; jobs alternate (1, 2, 1, 2, ...)
+   and each reports its median step. Budget: 2 ranks <= 1.15x the 1-rank step.
+   ``comm only`` is the blocking all-reduce of all the gradients once (what
+   the step would add with no overlap at all).
+
+Each rank runs one BLAS thread (OPENBLAS_NUM_THREADS=1), so two ranks use the
+two cores a single rank leaves half idle. The machine may be shared: read the
+ratios, and rerun.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# -- inside the MPI job ---------------------------------------------------------
+
+def bandwidth_rank(sizes: list[int], rounds: int) -> None:
+    import numpy as np
+    from mpi4py import MPI
+
+    import rtxcore as rc
+    import rtxcore.distributed as dist
+
+    dist.init_process_group("mpi")
+    comm = MPI.COMM_WORLD
+    n = comm.Get_size()
+    for nbytes in sizes:
+        count = max(1, nbytes // 4)
+        arr = np.ones(count, np.float32)
+        t = rc.ones(count)
+        reps = max(1, min(200, (64 << 20) // max(nbytes, 1)))
+        ours, raw = [], []
+        for _ in range(rounds):
+            comm.Barrier()
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                comm.Allreduce(MPI.IN_PLACE, arr)
+            raw.append((time.perf_counter() - t0) / reps)
+            comm.Barrier()
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                dist.all_reduce(t)
+            ours.append((time.perf_counter() - t0) / reps)
+        if comm.Get_rank() == 0:
+            print(f"BW {nbytes} {statistics.median(ours)} {statistics.median(raw)} {n}", flush=True)
+    dist.destroy_process_group()
+
+
+def ddp_rank(params_m: float, batch: int, steps: int) -> None:
+    import rtxcore as rc
+    import rtxcore.distributed as dist
+    from rtxcore import nn
+    from rtxcore.nn.parallel import DistributedDataParallel as DDP
+
+    dist.init_process_group("mpi")
+    # width w, four w x w layers: 4 w^2 ~ params
+    w = int((params_m * 1e6 / 4) ** 0.5)
+    rc.manual_seed(0)
+    model = nn.Sequential(*[m for _ in range(4) for m in (nn.Linear(w, w), nn.Tanh())])
+    nparams = sum(p.numel() for p in model.parameters())
+    ddp = DDP(model)
+    opt = rc.optim.SGD(ddp.parameters(), lr=1e-3)
+    x = rc.randn(batch, w)
+    times = []
+    for s in range(steps + 2):
+        dist.barrier()
+        t0 = time.perf_counter()
+        opt.zero_grad()
+        ddp(x).square().mean().backward()
+        opt.step()
+        times.append(time.perf_counter() - t0)
+    grads = rc.cat([p.grad.reshape(-1) for p in model.parameters()])
+    comm = []
+    for _ in range(3):
+        dist.barrier()
+        t0 = time.perf_counter()
+        dist.all_reduce(grads)
+        comm.append(time.perf_counter() - t0)
+    if dist.get_rank() == 0:
+        print(f"DDP {dist.get_world_size()} {statistics.median(times[2:])} {nparams} "
+              f"{len(ddp._buckets)} {statistics.median(comm)}", flush=True)
+    dist.destroy_process_group()
+
+
+# -- the driver --------------------------------------------------------------------
+
+def launch(n: int, *args: str) -> list[str]:
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    res = subprocess.run([sys.executable, "-m", "rtxcore.distributed.run", "-n", str(n),
+                          __file__, "--rank", *args], capture_output=True, text=True, env=env,
+                         cwd=ROOT)
+    if res.returncode != 0:
+        sys.exit(f"the {n}-rank job failed (exit {res.returncode}):\n{res.stdout}\n{res.stderr}")
+    return res.stdout.splitlines()
+
+
+def human(nbytes: int) -> str:
+    for unit, size in (("MB", 1 << 20), ("KB", 1 << 10)):
+        if nbytes >= size:
+            return f"{nbytes // size} {unit}"
+    return f"{nbytes} B"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--part", choices=["all", "bandwidth", "ddp"], default="all")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--params", type=float, default=12.0, help="DDP model size, millions")
+    ap.add_argument("--batch", type=int, default=64, help="DDP per-rank batch")
+    ap.add_argument("--jobs", type=int, default=3, help="DDP jobs per world size")
+    ap.add_argument("--rank", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.rank is not None:
+        kind, *rest = a.rank
+        if kind == "bw":
+            bandwidth_rank([int(s) for s in rest[0].split(",")], int(rest[1]))
+        else:
+            ddp_rank(float(rest[0]), int(rest[1]), int(rest[2]))
+        return
+    import rtxcore.distributed  # noqa: F401  (fails early, naming what is missing)
+
+    if a.part in ("all", "bandwidth"):
+        sizes = [1 << 10, 1 << 16, 1 << 20, 1 << 24] if a.quick else \
+            [1 << k for k in (10, 14, 16, 18, 20, 22, 24, 26, 28)]
+        lines = launch(2, "bw", ",".join(map(str, sizes)), "3" if a.quick else "7")
+        print("all_reduce, 2 ranks, float32 on cpu: median per call, bus bandwidth "
+              "2(n-1)/n * bytes / time")
+        print(f"{'size':>8}  {'rtxcore':>10}  {'mpi4py':>10}  {'rtxcore GB/s':>12}  "
+              f"{'mpi4py GB/s':>11}  {'ratio':>6}")
+        for line in lines:
+            if not line.startswith("BW "):
+                continue
+            _, nb, ours, raw, n = line.split()
+            nb, ours, raw, n = int(nb), float(ours), float(raw), int(n)
+            bus = 2 * (n - 1) / n * nb
+            print(f"{human(nb):>8}  {ours * 1e6:>8.1f}us  {raw * 1e6:>8.1f}us  "
+                  f"{bus / ours / 1e9:>12.2f}  {bus / raw / 1e9:>11.2f}  {raw / ours:>5.2f}x")
+        print()
+    if a.part in ("all", "ddp"):
+        params = 1.0 if a.quick else a.params
+        steps = 3 if a.quick else 8
+        got: dict[int, list[float]] = {1: [], 2: []}
+        info: dict[int, tuple[int, int, float]] = {}
+        for _ in range(1 if a.quick else a.jobs):
+            for n in (1, 2):
+                for line in launch(n, "ddp", str(params), str(a.batch), str(steps)):
+                    if line.startswith("DDP "):
+                        _, ws, t, nparams, buckets, comm = line.split()
+                        got[n].append(float(t))
+                        info[n] = (int(nparams), int(buckets), float(comm))
+        one, two = statistics.median(got[1]), statistics.median(got[2])
+        nparams, buckets, comm = info[2]
+        print(f"DistributedDataParallel step: MLP of {nparams / 1e6:.1f}M parameters "
+              f"({buckets} buckets), per-rank batch {a.batch}, SGD; median of "
+              f"{len(got[1])} jobs x {steps} steps each")
+        print(f"  1 rank : {one * 1e3:8.1f} ms/step")
+        print(f"  2 ranks: {two * 1e3:8.1f} ms/step   {two / one:.2f}x the 1-rank step "
+              f"(budget 1.15x)")
+        print(f"  comm only: one blocking all-reduce of all {nparams * 4 / 2**20:.0f} MB of "
+              f"gradients on 2 ranks: {comm * 1e3:.1f} ms")
+
+
+if __name__ == "__main__":
+    main()
