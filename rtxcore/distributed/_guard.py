@@ -36,8 +36,15 @@ def _say(msg: str) -> None:
         pass
 
 
+# MPI_Abort makes the launcher kill every process at once, and the launcher may
+# stop forwarding their output before the last lines written: give it a moment
+# to carry the reason out first
+FLUSH_DELAY = 0.2
+
+
 def abort(code: int, why: str) -> None:
     _say(f"rtxcore.distributed: rank {_rank}: {why}; aborting the job (exit status {code})")
+    time.sleep(FLUSH_DELAY)
     if _abort is not None:
         _abort(code)
     import os

@@ -24,6 +24,7 @@ import runpy
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 INSTALL = "pip install 'rtxcore[mpi]'   (mpi4py and the mpich wheel, which brings mpiexec)"
@@ -52,6 +53,7 @@ def _abort(code: int, why: str) -> None:
     sys.stderr.write(f"rtxcore.distributed.run: rank {_rank()}: {why}; "
                      f"aborting the job (exit status {code})\n")
     sys.stderr.flush()
+    time.sleep(0.2)  # let the launcher forward that before it kills every rank
     try:
         from mpi4py import MPI
 
