@@ -63,11 +63,23 @@ def _abort(code: int, why: str) -> None:
 
 
 def run_rank(script: str, args: list[str]) -> None:
-    """One rank: run ``script`` as ``__main__``; any failure aborts the job."""
-    sys.argv = [script, *args]
-    sys.path.insert(0, str(Path(script).resolve().parent))
+    """One rank: run ``script`` (or ``-m module``) as ``__main__``; any failure
+    aborts the job."""
+    module = None
+    if script == "-m":
+        if not args:
+            raise SystemExit("-m needs a module name")
+        module, args = args[0], args[1:]
+        sys.argv = [module, *args]
+        sys.path.insert(0, os.getcwd())
+    else:
+        sys.argv = [script, *args]
+        sys.path.insert(0, str(Path(script).resolve().parent))
     try:
-        runpy.run_path(script, run_name="__main__")
+        if module is not None:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(script, run_name="__main__")
     except SystemExit as exc:
         code = exc.code
         if code is None or code == 0:
@@ -85,6 +97,7 @@ def run_rank(script: str, args: list[str]) -> None:
 
 
 USAGE = """usage: python -m rtxcore.distributed.run -n N [mpiexec options] script.py [args]
+       python -m rtxcore.distributed.run -n N [mpiexec options] -m module [args]
 
 Runs script.py on N processes with the mpiexec of this environment; a failing
 rank ends the whole job with its exit status."""
@@ -105,7 +118,7 @@ def main(argv: list[str]) -> int:
         cut = argv.index("--")
         opts, rest = argv[:cut], argv[cut + 1:]
     else:
-        cut = next((i for i, a in enumerate(argv) if a.endswith(".py")), None)
+        cut = next((i for i, a in enumerate(argv) if a.endswith(".py") or a == "-m"), None)
         if cut is None:
             print(f"no script given (an argument ending in .py, or one after --)\n\n{USAGE}",
                   file=sys.stderr)
@@ -114,7 +127,7 @@ def main(argv: list[str]) -> int:
     if not rest:
         print(USAGE, file=sys.stderr)
         return 2
-    if not Path(rest[0]).exists():
+    if rest[0] != "-m" and not Path(rest[0]).exists():
         print(f"rtxcore.distributed.run: no such script: {rest[0]}", file=sys.stderr)
         return 2
     mpiexec = find_mpiexec()
