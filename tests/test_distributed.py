@@ -205,3 +205,18 @@ def test_post_accumulate_grad_hook_sees_the_updated_grad():
     assert len(seen) == 2
     with pytest.raises(RuntimeError, match="non-leaf"):
         (p * 2).register_post_accumulate_grad_hook(lambda t: None)
+
+
+def test_nccl_backend_is_import_safe_and_says_why_it_cannot_run():
+    from rtxcore.distributed.backend import comm_backends
+
+    nccl = comm_backends()["nccl"]  # from rtx_cuda's rtx_comm_backends hook
+    assert nccl.native_devices == frozenset({"cuda"}) and not nccl.host_staging
+    reason = nccl.unavailable_reason()
+    if reason is None:  # a GPU machine with NCCL: nothing to refuse
+        assert dist.is_nccl_available()
+        return
+    assert not dist.is_nccl_available()
+    with pytest.raises(dist.CommBackendUnavailable, match="'nccl' is unavailable: "):
+        dist.init_process_group("nccl")
+    assert not dist.is_initialized()

@@ -72,6 +72,14 @@ def rtx_backends() -> list[Backend]:
 
 
 @hookimpl
+def rtx_comm_backends() -> list[Any]:
+    """``nccl`` for rtxcore.distributed (import-safe: nothing loads until it is used)."""
+    from .nccl import NCCLBackend
+
+    return [NCCLBackend]
+
+
+@hookimpl
 def rtx_kernels(backend: str) -> dict[str, Any] | None:
     if backend != "cuda":
         return None

@@ -1,0 +1,249 @@
+"""The ``nccl`` communication backend for ``rtxcore.distributed``, on CuPy's
+NCCL bindings (``cupy.cuda.nccl``).
+
+cuda tensors go to NCCL as they are (their CuPy arrays' device pointers), on
+the current stream of the tensor's device; each process drives one GPU (the
+rank modulo the GPUs it sees, unless ``torch``-style code set a device first).
+The NCCL unique id is made on rank 0 and sent to the others over MPI (mpi4py),
+so jobs are started by an MPI launcher as with the ``mpi`` backend. NCCL has
+no gather/scatter/all-to-all of its own: those are built from grouped
+send/recv, as PyTorch does.
+
+Importing this module never touches CuPy or a GPU; ``unavailable_reason()``
+says what is missing.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+from rtxcore.distributed.backend import CommBackend, Communicator
+
+_LAUNCHER_VARS = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS")
+
+
+def _nccl() -> Any:
+    from cupy.cuda import nccl
+
+    return nccl
+
+
+class _Event:
+    """An async NCCL call: done when the stream has passed this event."""
+
+    __slots__ = ("event",)
+
+    def __init__(self, stream: Any) -> None:
+        import cupy
+
+        self.event = cupy.cuda.Event(disable_timing=True)
+        self.event.record(stream)
+
+    def wait(self) -> None:
+        self.event.synchronize()
+
+    def test(self) -> bool:
+        return bool(self.event.done)
+
+
+class NCCLCommunicator(Communicator):
+    def __init__(self, comm: Any, rank: int, size: int, mpi_comm: Any) -> None:
+        nccl = _nccl()
+        self.comm = comm
+        self.rank = rank
+        self.size = size
+        self.mpi = mpi_comm
+        self._ops = {"sum": nccl.NCCL_SUM, "product": nccl.NCCL_PROD, "max": nccl.NCCL_MAX,
+                     "min": nccl.NCCL_MIN}
+        self._types = {"float16": nccl.NCCL_FLOAT16, "float32": nccl.NCCL_FLOAT32,
+                       "float64": nccl.NCCL_FLOAT64, "int8": nccl.NCCL_INT8,
+                       "uint8": nccl.NCCL_UINT8, "int32": nccl.NCCL_INT32,
+                       "int64": nccl.NCCL_INT64}
+
+    def _args(self, a: Any, op: str | None = None) -> tuple[int, int, int]:
+        """(pointer, count, NCCL type); data that is only moved goes as bytes."""
+        name = a.dtype.name
+        if op is None:
+            return a.data.ptr, a.nbytes, _nccl().NCCL_UINT8
+        if op not in self._ops:
+            raise TypeError(f"nccl: reduce op {op!r} is not an NCCL reduction "
+                            "(bitwise ops: use the mpi backend)")
+        t = self._types.get(name)
+        if t is None:
+            raise TypeError(f"nccl: can't reduce {name} tensors (NCCL reduces float16/32/64, "
+                            "int8, uint8, int32, int64)")
+        return a.data.ptr, a.size, t
+
+    @staticmethod
+    def _stream() -> Any:
+        import cupy
+
+        return cupy.cuda.get_current_stream()
+
+    def _done(self, async_: bool) -> Any:
+        s = self._stream()
+        if async_:
+            return _Event(s)
+        s.synchronize()
+        return None
+
+    def all_reduce(self, buf, op, async_):
+        p, n, t = self._args(buf, op)
+        self.comm.allReduce(p, p, n, t, self._ops[op], self._stream().ptr)
+        return self._done(async_)
+
+    def broadcast(self, buf, root, async_):
+        p, n, t = self._args(buf)
+        self.comm.bcast(p, n, t, root, self._stream().ptr)
+        return self._done(async_)
+
+    def all_gather(self, send, recv, async_):
+        p, n, t = self._args(send)
+        self.comm.allGather(p, recv.data.ptr, n, t, self._stream().ptr)
+        return self._done(async_)
+
+    def reduce_scatter(self, send, recv, op, async_):
+        p, n, t = self._args(recv, op)
+        self.comm.reduceScatter(send.data.ptr, p, n, t, self._ops[op], self._stream().ptr)
+        return self._done(async_)
+
+    def reduce(self, buf, op, root, async_):
+        p, n, t = self._args(buf, op)
+        self.comm.reduce(p, p, n, t, self._ops[op], root, self._stream().ptr)
+        return self._done(async_)
+
+    def _grouped(self, sends: list[tuple[Any, int]], recvs: list[tuple[Any, int]]) -> None:
+        nccl = _nccl()
+        s = self._stream().ptr
+        nccl.groupStart()
+        try:
+            for a, peer in sends:
+                if a.nbytes:
+                    self.comm.send(a.data.ptr, a.nbytes, nccl.NCCL_UINT8, peer, s)
+            for a, peer in recvs:
+                if a.nbytes:
+                    self.comm.recv(a.data.ptr, a.nbytes, nccl.NCCL_UINT8, peer, s)
+        finally:
+            nccl.groupEnd()
+
+    def gather(self, send, recv, root, async_):
+        if self.rank == root:
+            recv[root] = send
+            self._grouped([], [(recv[r], r) for r in range(self.size) if r != root])
+        else:
+            self._grouped([(send, root)], [])
+        return self._done(async_)
+
+    def scatter(self, send, recv, root, async_):
+        if self.rank == root:
+            recv[...] = send[root]
+            self._grouped([(send[r], r) for r in range(self.size) if r != root], [])
+        else:
+            self._grouped([], [(recv, root)])
+        return self._done(async_)
+
+    def all_to_all(self, send, recv, send_counts, recv_counts, async_):
+        so = ro = 0
+        sends, recvs = [], []
+        for r in range(self.size):
+            sends.append((send[so:so + send_counts[r]], r))
+            recvs.append((recv[ro:ro + recv_counts[r]], r))
+            so += send_counts[r]
+            ro += recv_counts[r]
+        self._grouped(sends, recvs)
+        return self._done(async_)
+
+    def barrier(self, async_):
+        self.mpi.Barrier()
+        return self._done(async_)
+
+    def send(self, buf, dst, tag, async_):
+        self._grouped([(buf, dst)], [])
+        return self._done(async_)
+
+    def recv(self, buf, src, tag, async_):
+        if src is None:
+            raise ValueError("nccl: recv needs src (NCCL has no receive from any source)")
+        self._grouped([], [(buf, src)])
+        done = self._done(async_)
+        return done if async_ else src
+
+    def split(self, ranks: Sequence[int]) -> "NCCLCommunicator | None":
+        from mpi4py import MPI
+
+        ranks = list(ranks)
+        member = self.rank in ranks
+        sub = self.mpi.Split(0 if member else MPI.UNDEFINED, ranks.index(self.rank) if member else 0)
+        return _make(sub) if member else None
+
+    def exchange_small(self, data: bytes) -> list[bytes]:
+        from rtxcore.distributed.mpi import MPICommunicator
+
+        return MPICommunicator(self.mpi).exchange_small(data)
+
+    def abort(self, code: int) -> None:
+        try:
+            self.comm.abort()
+        finally:
+            from mpi4py import MPI
+
+            MPI.COMM_WORLD.Abort(code)
+
+    def free(self) -> None:
+        self.comm.destroy()
+
+
+def _make(mpi_comm: Any) -> NCCLCommunicator:
+    import cupy
+
+    nccl = _nccl()
+    rank, size = mpi_comm.Get_rank(), mpi_comm.Get_size()
+    import numpy as np
+
+    uid = np.zeros(128, np.int64)  # NCCL's unique id: 128 bytes, as ints from CuPy
+    if rank == 0:
+        uid[:] = nccl.get_unique_id()
+    mpi_comm.Bcast(uid, root=0)
+    uid = tuple(int(v) for v in uid)
+    if cupy.cuda.runtime.getDevice() == 0 and cupy.cuda.runtime.getDeviceCount() > 1:
+        cupy.cuda.Device(rank % cupy.cuda.runtime.getDeviceCount()).use()
+    return NCCLCommunicator(nccl.NcclCommunicator(size, uid, rank), rank, size, mpi_comm)
+
+
+class NCCLBackend(CommBackend):
+    """NCCL for cuda tensors; tensors on other devices are refused (use ``mpi``)."""
+
+    name = "nccl"
+    native_devices = frozenset({"cuda"})
+    host_staging = False
+    priority = 20
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        from . import runtime
+
+        gpu = runtime.problem()
+        if gpu is not None:
+            return f"no usable CUDA device: {gpu}"
+        try:
+            nccl = _nccl()
+        except Exception as exc:  # noqa: BLE001
+            return f"CuPy's NCCL bindings can't load: {exc}"
+        if not getattr(nccl, "available", True) or not hasattr(nccl, "NcclCommunicator"):
+            return ("CuPy finds no NCCL library: pip install nvidia-nccl-cu13 "
+                    "(or the one matching your CUDA)")
+        try:
+            import mpi4py  # noqa: F401
+        except ImportError:
+            return "mpi4py is needed to exchange NCCL's unique id: pip install 'rtxcore[mpi]'"
+        return None
+
+    @classmethod
+    def launched(cls) -> bool:
+        return any(v in os.environ for v in _LAUNCHER_VARS)
+
+    def world(self, timeout: float) -> Communicator:
+        from mpi4py import MPI
+
+        return _make(MPI.COMM_WORLD)
