@@ -220,3 +220,19 @@ def test_nccl_backend_is_import_safe_and_says_why_it_cannot_run():
     with pytest.raises(dist.CommBackendUnavailable, match="'nccl' is unavailable: "):
         dist.init_process_group("nccl")
     assert not dist.is_initialized()
+
+
+def test_the_digits_example_trains_on_two_ranks(tmp_path):
+    ckpt = tmp_path / "digits.safetensors"
+    res = subprocess.run([sys.executable, "-m", "rtxcore.distributed.run", "-n", "2",
+                          str(Path(__file__).parents[1] / "examples" / "train_digits.py"),
+                          "--distributed", "--no-progress", "--max-steps", "40",
+                          "--checkpoint", str(ckpt)], capture_output=True, text=True, timeout=240)
+    assert res.returncode == 0, res.stdout + res.stderr
+    out = res.stdout
+    assert "data parallel on 2 ranks" in out
+    assert out.count("test accuracy:") == 1  # rank 0 speaks, rank 1 is silent
+    assert "reloaded: accuracy identical" in out
+    assert ckpt.exists()
+    state = rc.load(ckpt)
+    assert all(not k.startswith("module.") for k in state)  # the plain model's keys
