@@ -7,7 +7,7 @@
 1. ``all_reduce`` bandwidth on 2 ranks, 1 KB to 256 MB of float32: rtxcore's
    ``dist.all_reduce`` on a cpu tensor against raw mpi4py ``Allreduce``
    (``IN_PLACE``) on a NumPy array of the same size, rounds interleaved (the two
-   sides alternate within one job), median time per call; bus bandwidth is
+   sides alternate within one job, ABBA), median time per call; bus bandwidth is
    ``2 (n-1)/n * bytes / time`` (what a ring all-reduce moves per rank).
    Budget: rtxcore >= 0.9x raw's bandwidth from 1 MB up.
 2. ``DistributedDataParallel`` step (forward, backward with the bucketed
@@ -52,18 +52,26 @@ def bandwidth_rank(sizes: list[int], rounds: int) -> None:
         arr = np.ones(count, np.float32)
         t = rc.ones(count)
         reps = max(1, min(200, (64 << 20) // max(nbytes, 1)))
-        ours, raw = [], []
-        for _ in range(rounds):
+        ours: list[float] = []
+        raw: list[float] = []
+
+        def time_raw() -> None:
             comm.Barrier()
             t0 = time.perf_counter()
             for _ in range(reps):
                 comm.Allreduce(MPI.IN_PLACE, arr)
             raw.append((time.perf_counter() - t0) / reps)
+
+        def time_ours() -> None:
             comm.Barrier()
             t0 = time.perf_counter()
             for _ in range(reps):
                 dist.all_reduce(t)
             ours.append((time.perf_counter() - t0) / reps)
+
+        for i in range(rounds):  # ABBA: neither side always runs on a warm cache
+            for fn in ((time_raw, time_ours) if i % 2 == 0 else (time_ours, time_raw)):
+                fn()
         if comm.Get_rank() == 0:
             print(f"BW {nbytes} {statistics.median(ours)} {statistics.median(raw)} {n}", flush=True)
     dist.destroy_process_group()
