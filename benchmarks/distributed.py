@@ -77,7 +77,7 @@ def bandwidth_rank(sizes: list[int], rounds: int) -> None:
     dist.destroy_process_group()
 
 
-def ddp_rank(params_m: float, batch: int, steps: int) -> None:
+def ddp_rank(params_m: float, batch: int, steps: int, bucket_mb: float) -> None:
     import rtxcore as rc
     import rtxcore.distributed as dist
     from rtxcore import nn
@@ -89,7 +89,7 @@ def ddp_rank(params_m: float, batch: int, steps: int) -> None:
     rc.manual_seed(0)
     model = nn.Sequential(*[m for _ in range(4) for m in (nn.Linear(w, w), nn.Tanh())])
     nparams = sum(p.numel() for p in model.parameters())
-    ddp = DDP(model)
+    ddp = DDP(model, bucket_cap_mb=bucket_mb)
     opt = rc.optim.SGD(ddp.parameters(), lr=1e-3)
     x = rc.randn(batch, w)
     times = []
@@ -139,6 +139,7 @@ def main() -> None:
     ap.add_argument("--params", type=float, default=12.0, help="DDP model size, millions")
     ap.add_argument("--batch", type=int, default=64, help="DDP per-rank batch")
     ap.add_argument("--jobs", type=int, default=3, help="DDP jobs per world size")
+    ap.add_argument("--bucket-mb", type=float, default=25.0, help="DDP bucket_cap_mb")
     ap.add_argument("--rank", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.rank is not None:
@@ -146,7 +147,7 @@ def main() -> None:
         if kind == "bw":
             bandwidth_rank([int(s) for s in rest[0].split(",")], int(rest[1]))
         else:
-            ddp_rank(float(rest[0]), int(rest[1]), int(rest[2]))
+            ddp_rank(float(rest[0]), int(rest[1]), int(rest[2]), float(rest[3]))
         return
     import rtxcore.distributed  # noqa: F401  (fails early, naming what is missing)
 
@@ -174,7 +175,8 @@ def main() -> None:
         info: dict[int, tuple[int, int, float]] = {}
         for _ in range(1 if a.quick else a.jobs):
             for n in (1, 2):
-                for line in launch(n, "ddp", str(params), str(a.batch), str(steps)):
+                for line in launch(n, "ddp", str(params), str(a.batch), str(steps),
+                                   str(a.bucket_mb)):
                     if line.startswith("DDP "):
                         _, ws, t, nparams, buckets, comm = line.split()
                         got[n].append(float(t))

@@ -45,7 +45,7 @@ def test_every_collective_on_cpu_and_opencl_matches_numpy(n):
     ok(res, f"collectives cpu,opencl on mpi, {n} ranks")
 
 
-@pytest.mark.parametrize("mode", ["plain", "no_sync", "zero"])
+@pytest.mark.parametrize("mode", ["plain", "no_sync", "zero", "view"])
 @pytest.mark.parametrize("n", [2, 3])
 def test_ddp_matches_one_process_on_the_whole_batch(n, mode):
     res = launch(n, "ddp", "cpu", mode)

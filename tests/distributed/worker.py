@@ -43,7 +43,8 @@ def ddp(device: str, mode: str) -> None:
     r, n = dist.get_rank(), dist.get_world_size()
     rc.manual_seed(100 + r)  # every rank initialises differently: the wrap must broadcast
     model = _model().to(device)
-    ddp_model = DDP(model, bucket_cap_mb=0.0005)  # several buckets even for this small model
+    # several buckets even for this small model
+    ddp_model = DDP(model, bucket_cap_mb=0.0005, gradient_as_bucket_view=(mode == "view"))
     assert len(ddp_model._buckets) > 1
     ref = _model().to(device)
     ref.load_state_dict(model.state_dict())
@@ -62,7 +63,7 @@ def ddp(device: str, mode: str) -> None:
         x = rc.tensor(X[s], device=device)
         y = rc.tensor(Y[s], device=device)
         xs, ys = x[r * per:(r + 1) * per], y[r * per:(r + 1) * per]
-        opt.zero_grad()
+        opt.zero_grad(set_to_none=(mode != "view"))
         if mode == "no_sync":  # two half batches: accumulate, then reduce
             h = per // 2
             with ddp_model.no_sync():
@@ -79,6 +80,9 @@ def ddp(device: str, mode: str) -> None:
             ref_opt.zero_grad()
             ((ref(x) - y) ** 2).mean().backward()
             ref_opt.step()
+    if mode == "view":  # the gradients live in the buckets now
+        assert all(p.grad._storage is ddp_model._where[id(p)][0].buf._storage
+                   for p in model.parameters())
     _same_on_every_rank(ddp_model, f"ddp {mode}")
     want = _flat(base if mode == "zero" else ref)
     gap = np.abs(_flat(model) - want).max()

@@ -95,8 +95,10 @@ class DistributedDataParallel(Module):
     outside reduces the accumulated gradients. ``find_unused_parameters``:
     after each forward, parameters the output does not depend on are counted
     as ready (otherwise backward would wait for them and the next forward
-    raises). ``device_ids``/``output_device`` are accepted as PyTorch's and
-    must name the module's device, if given.
+    raises). ``gradient_as_bucket_view``: ``.grad`` becomes a view into the
+    bucket (no copy back; the next backward accumulates into it in place).
+    ``device_ids``/``output_device`` are accepted as PyTorch's and ignored (the
+    module's own device is used).
     """
 
     def __init__(self, module: Module, device_ids: Any = None, output_device: Any = None,
@@ -119,6 +121,7 @@ class DistributedDataParallel(Module):
         self.broadcast_buffers = broadcast_buffers
         self.find_unused_parameters = find_unused_parameters
         self.require_backward_grad_sync = True
+        self.gradient_as_bucket_view = gradient_as_bucket_view
         self.dim = dim
         self._pg = dist._group(process_group)
         self._root = self._pg.ranks[0]
@@ -236,12 +239,16 @@ class DistributedDataParallel(Module):
                     p0 = b.params[0]
                     b.buf = empty(b.numel, dtype=p0.dtype, device=p0.device)
                 for p, off in zip(b.params, b.offsets):
+                    g = p.grad
+                    if g is not None and g._storage is b.buf._storage:
+                        continue  # gradient_as_bucket_view: accumulated in place already
                     dst = b.buf[off:off + p.numel()]
-                    if p.grad is None:
+                    if g is None:
                         dst.zero_()
                     else:
-                        dst.copy_(p.grad.reshape(-1))
-                b.work = dist.all_reduce(b.buf, op=dist.ReduceOp.AVG, group=self.process_group,
+                        dst.copy_(g.reshape(-1))
+                # a SUM: the division by the world size is fused into the copy back
+                b.work = dist.all_reduce(b.buf, op=dist.ReduceOp.SUM, group=self.process_group,
                                          async_op=True)
                 self._next += 1
                 if self._next < len(buckets):  # more backward to overlap with
@@ -251,7 +258,7 @@ class DistributedDataParallel(Module):
 
     def _finish(self) -> None:
         from ... import distributed as dist
-        from ... import no_grad, tensor
+        from ... import div, no_grad, tensor
 
         self._expect = False
         used_anywhere = None
@@ -262,18 +269,24 @@ class DistributedDataParallel(Module):
         elif self.find_unused_parameters:
             used_anywhere = set(self._used)
         self._progress.stop()
+        n = self._pg.size()
         with no_grad():
             for b in self._buckets:
                 b.work.wait()
                 b.work = None
+                if self.gradient_as_bucket_view:
+                    b.buf.div_(n)
                 for p, off in zip(b.params, b.offsets):
-                    avg = b.buf[off:off + p.numel()].view(p.shape)
-                    if p.grad is None:
-                        if used_anywhere is not None and id(p) not in used_anywhere:
-                            continue
-                        p.grad = avg.clone()
+                    total = b.buf[off:off + p.numel()].view(p.shape)
+                    g = p.grad
+                    if g is None and used_anywhere is not None and id(p) not in used_anywhere:
+                        continue
+                    if self.gradient_as_bucket_view:
+                        p.grad = total  # later backward passes accumulate into the bucket
+                    elif g is None:
+                        p.grad = total / n
                     else:
-                        p.grad.copy_(avg)
+                        div(total, n, out=g)
 
     # -- PyTorch's API ----------------------------------------------------------------------
 
