@@ -15,7 +15,9 @@
    per-rank batch on 1 rank and on 2 ranks; jobs alternate (1, 2, 1, 2, ...)
    and each reports its median step. Budget: 2 ranks <= 1.15x the 1-rank step.
    ``comm only`` is the blocking all-reduce of all the gradients once (what
-   the step would add with no overlap at all).
+   the step would add with no overlap at all); ``without communication`` is
+   the 2-rank step under ``no_sync()``: what two ranks cost each other on
+   this machine (cores, memory bandwidth) before any all-reduce.
 
 Each rank runs one BLAS thread (OPENBLAS_NUM_THREADS=1), so two ranks use the
 two cores a single rank leaves half idle. The machine may be shared: read the
@@ -77,7 +79,9 @@ def bandwidth_rank(sizes: list[int], rounds: int) -> None:
     dist.destroy_process_group()
 
 
-def ddp_rank(params_m: float, batch: int, steps: int, bucket_mb: float) -> None:
+def ddp_rank(params_m: float, batch: int, steps: int, bucket_mb: float, sync: bool) -> None:
+    from contextlib import nullcontext
+
     import rtxcore as rc
     import rtxcore.distributed as dist
     from rtxcore import nn
@@ -97,7 +101,8 @@ def ddp_rank(params_m: float, batch: int, steps: int, bucket_mb: float) -> None:
         dist.barrier()
         t0 = time.perf_counter()
         opt.zero_grad()
-        ddp(x).square().mean().backward()
+        with nullcontext() if sync else ddp.no_sync():
+            ddp(x).square().mean().backward()
         opt.step()
         times.append(time.perf_counter() - t0)
     grads = rc.cat([p.grad.reshape(-1) for p in model.parameters()])
@@ -108,7 +113,7 @@ def ddp_rank(params_m: float, batch: int, steps: int, bucket_mb: float) -> None:
         dist.all_reduce(grads)
         comm.append(time.perf_counter() - t0)
     if dist.get_rank() == 0:
-        print(f"DDP {dist.get_world_size()} {statistics.median(times[2:])} {nparams} "
+        print(f"DDP {dist.get_world_size() if sync else 0} {statistics.median(times[2:])} {nparams} "
               f"{len(ddp._buckets)} {statistics.median(comm)}", flush=True)
     dist.destroy_process_group()
 
@@ -147,7 +152,7 @@ def main() -> None:
         if kind == "bw":
             bandwidth_rank([int(s) for s in rest[0].split(",")], int(rest[1]))
         else:
-            ddp_rank(float(rest[0]), int(rest[1]), int(rest[2]), float(rest[3]))
+            ddp_rank(float(rest[0]), int(rest[1]), int(rest[2]), float(rest[3]), rest[4] == "sync")
         return
     import rtxcore.distributed  # noqa: F401  (fails early, naming what is missing)
 
@@ -171,17 +176,17 @@ def main() -> None:
     if a.part in ("all", "ddp"):
         params = 1.0 if a.quick else a.params
         steps = 3 if a.quick else 8
-        got: dict[int, list[float]] = {1: [], 2: []}
+        got: dict[int, list[float]] = {1: [], 2: [], 0: []}
         info: dict[int, tuple[int, int, float]] = {}
         for _ in range(1 if a.quick else a.jobs):
-            for n in (1, 2):
+            for n, sync in ((1, "sync"), (2, "sync"), (2, "nosync")):
                 for line in launch(n, "ddp", str(params), str(a.batch), str(steps),
-                                   str(a.bucket_mb)):
+                                   str(a.bucket_mb), sync):
                     if line.startswith("DDP "):
                         _, ws, t, nparams, buckets, comm = line.split()
-                        got[n].append(float(t))
-                        info[n] = (int(nparams), int(buckets), float(comm))
-        one, two = statistics.median(got[1]), statistics.median(got[2])
+                        got[int(ws)].append(float(t))
+                        info[int(ws)] = (int(nparams), int(buckets), float(comm))
+        one, two, alone = (statistics.median(got[k]) for k in (1, 2, 0))
         nparams, buckets, comm = info[2]
         print(f"DistributedDataParallel step: MLP of {nparams / 1e6:.1f}M parameters "
               f"({buckets} buckets), per-rank batch {a.batch}, SGD; median of "
@@ -189,6 +194,8 @@ def main() -> None:
         print(f"  1 rank : {one * 1e3:8.1f} ms/step")
         print(f"  2 ranks: {two * 1e3:8.1f} ms/step   {two / one:.2f}x the 1-rank step "
               f"(budget 1.15x)")
+        print(f"  2 ranks without communication (no_sync): {alone * 1e3:8.1f} ms/step   "
+              f"{alone / one:.2f}x: what sharing the machine costs before any all-reduce")
         print(f"  comm only: one blocking all-reduce of all {nparams * 4 / 2**20:.0f} MB of "
               f"gradients on 2 ranks: {comm * 1e3:.1f} ms")
 
