@@ -342,6 +342,18 @@ def _dtype_check(op: str, ts: Sequence[Any]) -> None:
 _BITWISE = ("band", "bor", "bxor")
 
 
+def _tensor_list(op: str, tensors: Any, like: Any, name: str, n: int, where: str = "") -> None:
+    """``tensors`` is a list of ``n`` tensors shaped, typed and placed like ``like``."""
+    if not isinstance(tensors, (list, tuple)) or len(tensors) != n:
+        raise ValueError(f"{op}: {where}{name} must be a list of world size ({n}) tensors")
+    for i, o in enumerate(tensors):
+        _tensor(o, f"{op}: {name}[{i}]")
+        if tuple(o.shape) != tuple(like.shape):
+            raise ValueError(f"{op}: {name}[{i}] has shape {list(o.shape)}, "
+                             f"the tensor {list(like.shape)}")
+    _dtype_check(op, [like, *tensors])
+
+
 def _reduce_op(op: Any, t: Any, what: str) -> str:
     if type(op) is ReduceOp:
         kind = op._value_
@@ -516,14 +528,7 @@ def all_gather(tensor_list: list[Any], tensor: Any, group: Any = None, async_op:
     if pg is None:
         return None
     n = pg.size()
-    if not isinstance(tensor_list, (list, tuple)) or len(tensor_list) != n:
-        raise ValueError(f"all_gather: tensor_list must be a list of world size ({n}) tensors")
-    for i, o in enumerate(tensor_list):
-        _tensor(o, f"all_gather: tensor_list[{i}]")
-        if tuple(o.shape) != tuple(t.shape):
-            raise ValueError(f"all_gather: tensor_list[{i}] has shape {list(o.shape)}, "
-                             f"the input {list(t.shape)}")
-    _dtype_check("all_gather", [t, *tensor_list])
+    _tensor_list("all_gather", tensor_list, t, "tensor_list", n)
     src = _Buf(t, pg)
     recv = _xp(src.a).empty((n, *src.a.shape), src.a.dtype)
 
@@ -589,14 +594,7 @@ def reduce_scatter(output: Any, input_list: list[Any], op: Any = ReduceOp.SUM, g
     if pg is None:
         return None
     n = pg.size()
-    if not isinstance(input_list, (list, tuple)) or len(input_list) != n:
-        raise ValueError(f"reduce_scatter: input_list must be a list of world size ({n}) tensors")
-    for i, t in enumerate(input_list):
-        _tensor(t, f"reduce_scatter: input_list[{i}]")
-        if tuple(t.shape) != tuple(out.shape):
-            raise ValueError(f"reduce_scatter: input_list[{i}] has shape {list(t.shape)}, "
-                             f"output {list(out.shape)}")
-    _dtype_check("reduce_scatter", [out, *input_list])
+    _tensor_list("reduce_scatter", input_list, out, "input_list", n)
     kind = _reduce_op(op, out, "reduce_scatter")
     send = _stack_rows(input_list, pg).reshape(n, -1)
     dst = _Buf(out, pg, read=False)
@@ -638,15 +636,7 @@ def gather(tensor: Any, gather_list: list[Any] | None = None, dst: int = 0, grou
     n = pg.size()
     me = pg.rank() == root
     if me:
-        if not isinstance(gather_list, (list, tuple)) or len(gather_list) != n:
-            raise ValueError(f"gather: on the destination rank gather_list must be a list of "
-                             f"world size ({n}) tensors")
-        for i, o in enumerate(gather_list):
-            _tensor(o, f"gather: gather_list[{i}]")
-            if tuple(o.shape) != tuple(t.shape):
-                raise ValueError(f"gather: gather_list[{i}] has shape {list(o.shape)}, "
-                                 f"the input {list(t.shape)}")
-        _dtype_check("gather", [t, *gather_list])
+        _tensor_list("gather", gather_list, t, "gather_list", n, "on the destination rank ")
     elif gather_list:
         raise ValueError("gather: gather_list is only for the destination rank")
     src = _Buf(t, pg)
@@ -672,15 +662,7 @@ def scatter(tensor: Any, scatter_list: list[Any] | None = None, src: int = 0, gr
     me = pg.rank() == root
     send = None
     if me:
-        if not isinstance(scatter_list, (list, tuple)) or len(scatter_list) != n:
-            raise ValueError(f"scatter: on the source rank scatter_list must be a list of "
-                             f"world size ({n}) tensors")
-        for i, o in enumerate(scatter_list):
-            _tensor(o, f"scatter: scatter_list[{i}]")
-            if tuple(o.shape) != tuple(t.shape):
-                raise ValueError(f"scatter: scatter_list[{i}] has shape {list(o.shape)}, "
-                                 f"the output {list(t.shape)}")
-        _dtype_check("scatter", [t, *scatter_list])
+        _tensor_list("scatter", scatter_list, t, "scatter_list", n, "on the source rank ")
         send = _stack_rows(scatter_list, pg)
     elif scatter_list:
         raise ValueError("scatter: scatter_list is only for the source rank")

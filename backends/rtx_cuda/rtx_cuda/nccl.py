@@ -15,12 +15,9 @@ says what is missing.
 
 from __future__ import annotations
 
-import os
 from typing import Any, Sequence
 
 from rtxcore.distributed.backend import CommBackend, Communicator
-
-_LAUNCHER_VARS = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS")
 
 
 def _nccl() -> Any:
@@ -241,7 +238,9 @@ class NCCLBackend(CommBackend):
 
     @classmethod
     def launched(cls) -> bool:
-        return any(v in os.environ for v in _LAUNCHER_VARS)
+        from rtxcore.distributed.mpi import MPIBackend
+
+        return MPIBackend.launched()  # started by an MPI launcher, as mpi's jobs are
 
     def world(self, timeout: float) -> Communicator:
         from mpi4py import MPI
