@@ -442,6 +442,15 @@ def _run(call: Any, what: Any, then: Any = None, keep: Any = None) -> Any:
     return out
 
 
+def _finished(async_op: bool) -> Any:
+    """What a collective with nothing to do returns (a world of one process)."""
+    if not async_op:
+        return None
+    w = Work(None, "nothing")
+    w._done = True
+    return w
+
+
 def _launch(pg: ProcessGroup, what: Any, call: Any, finish: Any, async_op: bool) -> Any:
     """Start ``call(async_)``; block (watched) or hand back a Work."""
     if _state.debug:
@@ -474,6 +483,8 @@ def all_reduce(tensor: Any, op: Any = ReduceOp.SUM, group: Any = None, async_op:
     if pg is None:
         return None
     kind = _reduce_op(op, t, "all_reduce")
+    if pg.size() == 1:  # nothing to combine: no staging either
+        return _finished(async_op)
     b = _Buf(t, pg)
     avg = kind == "avg"
 
@@ -494,6 +505,8 @@ def broadcast(tensor: Any, src: int = 0, group: Any = None, async_op: bool = Fal
     if pg is None:
         return None
     root = group_src if group_src is not None else _group_rank(pg, src, "broadcast", "src")
+    if pg.size() == 1:
+        return _finished(async_op)
     b = _Buf(t, pg, read=pg.rank() == root)
     return _launch(pg, _describe("broadcast", t, f", src={root}"),
                    lambda a: pg.comm.broadcast(b.a, root, a), b.finish, async_op)
@@ -610,6 +623,8 @@ def reduce(tensor: Any, dst: int = 0, op: Any = ReduceOp.SUM, group: Any = None,
         return None
     root = group_dst if group_dst is not None else _group_rank(pg, dst, "reduce", "dst")
     kind = _reduce_op(op, t, "reduce")
+    if pg.size() == 1:
+        return _finished(async_op)
     avg = kind == "avg"
     b = _Buf(t, pg)
     me = pg.rank() == root
