@@ -171,11 +171,15 @@ def test_importing_the_kernels_does_not_import_cupy():
 
 
 def test_the_backend_carries_cuda_sources():
-    assert [s.name for s in SOURCES] == ["philox.cu"]
+    assert [s.name for s in SOURCES] == ["divmod.cu", "philox.cu"]
     # and the kernels the Python side launches are all defined there
-    text = SOURCES[0].read_text()
+    text = SOURCES[1].read_text()
     for name in ("uniform_f32", "uniform_f16", "uniform_f64", "normal_f32", "normal_f64"):
         assert f'extern "C" __global__ void {name}(' in text
+    text = SOURCES[0].read_text()
+    for op in ("floor_divide", "remainder"):
+        for dt in ("f32", "f64"):
+            assert f"RTX_BINARY({op}_{dt}," in text
 
 
 def _nvrtc():

@@ -581,3 +581,34 @@ def test_float16_prod_and_var_accumulate_wide(device):
     expected = np.var(b.astype(np.float64), axis=1, ddof=1).astype(np.float16)
     check("var[float16]", rc.var(on(b, device), 1), expected, (), rtol=2e-3)
     assert math.isfinite(float(rc.var(on(b, device)).item()))
+
+
+def test_floor_divide_and_remainder_next_to_multiples(device):
+    """Where floor(a / b) goes wrong: 1.0 // 0.1 is 9 and 1.0 % 0.1 is 0.0999...
+    (a / b rounds up to 10), 5 % inf is 5 and -5 % inf is inf, -5 // inf is -1 —
+    as PyTorch and NumPy. rtxcore's own backends (cpu, opencl, cuda) and any with
+    kernels of their own for these ops are held to that; the core's composite
+    from primitives (what a backend without them gets, the ``prims`` test device)
+    computes floor(a / b) (README: differences from PyTorch), and is checked to
+    be exactly that."""
+    from rtxcore.ops.core import own_kernel, ready_device
+
+    dev = ready_device(rc.device(device))
+    inf = float("inf")
+    a = [1.0, 1.0, 5.0, -5.0, 5.0, -5.0, 2.0, -7.5, 0.3, -0.7]
+    b = [0.1, -0.1, inf, inf, -inf, -inf, 0.2, 2.0, 0.1, 0.1]
+    for name in FLOATS:
+        if not rc.device(device).supports(rdt(name)):
+            continue
+        x, y = np.array(a, name), np.array(b, name)
+        for op, fn in (("floor_divide", np.floor_divide), ("remainder", np.remainder)):
+            got = getattr(rc, op)(on(x, device), on(y, device)).cpu().numpy()
+            if own_kernel(dev, op, rdt(name)) is not None or dev.type in ("cpu", "opencl", "cuda"):
+                with np.errstate(all="ignore"):
+                    want = fn(x, y)
+            else:
+                with np.errstate(all="ignore"):
+                    q = np.floor(x / y)
+                    want = q if op == "floor_divide" else (x - q * y).astype(name)
+            np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
+                                       rtol=RTOL[name], atol=0, err_msg=f"{op} {name} on {device}")

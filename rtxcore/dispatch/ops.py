@@ -368,9 +368,11 @@ COMPOSITES: dict[str, OpSpec] = {
            aliases=("fix",)),
         _e("isnan", "unary", "out (bool) = x is nan", result="bool", dtypes="float"),
         _e("isinf", "unary", "out (bool) = x is +-inf", result="bool", dtypes="float"),
-        _e("floor_divide", "binary", "floor(x / y); integer division by 0 never reaches "
-           "the kernel", inplace="floor_divide_", operands=("x", "y"), dtypes="nonbool"),
-        _e("remainder", "binary", "x - floor_divide(x, y) * y: the divisor's sign",
+        _e("floor_divide", "binary", "the floor of the exact quotient, as PyTorch: floats "
+           "through fmod, not floor(x / y) (1.0 // 0.1 is 9); integer division by 0 never "
+           "reaches the kernel", inplace="floor_divide_", operands=("x", "y"), dtypes="nonbool"),
+        _e("remainder", "binary", "the divisor's sign, as PyTorch: fmod(x, y), plus y where "
+           "their signs differ (5 % inf is 5, 1.0 % 0.1 is 0.0999...)",
            inplace="remainder_", operands=("x", "y"), dtypes="nonbool"),
         _e("logical_xor", "binary", "out (bool) = x xor y", result="bool",
            inplace="logical_xor_", operands=("x", "y")),

@@ -18,6 +18,7 @@ from . import runtime as R
 _shared: dict[str, Callable[..., Any]] | None = None
 _module: Any = None
 SOURCE = Path(__file__).with_name("philox.cu")
+DIVMOD = Path(__file__).with_name("divmod.cu")
 
 
 # dtypes CuPy's atomic scatter-add takes (cupy.add.at / cupyx.scatter_add)
@@ -118,6 +119,39 @@ def _random(kind: str, out: Any, a: float, b: float, seed: int, offset: int) -> 
             cp.copyto(out, tmp, casting="unsafe")
 
 
+_divmod_module: Any = None
+
+
+def _divmod(op: str) -> Callable[..., Any]:
+    """floor_divide / remainder: floats through fmod (``divmod.cu``), with
+    PyTorch's results next to multiples and at infinities; integers as shared."""
+    shared = _on_device(op)
+
+    def kernel(out: Any, x: Any, y: Any) -> None:
+        global _divmod_module
+        if out.dtype.kind != "f":
+            shared(out, x, y)
+            return
+        cp = R.cp
+        with out.device:
+            if _divmod_module is None:
+                _divmod_module = cp.RawModule(code=DIVMOD.read_text())
+            ct = np.float64 if out.dtype == np.float64 else np.float32
+            a = cp.ascontiguousarray(cp.broadcast_to(cp.asarray(x, dtype=ct), out.shape))
+            b = cp.ascontiguousarray(cp.broadcast_to(cp.asarray(y, dtype=ct), out.shape))
+            res = out if out.dtype == ct and out.flags.c_contiguous else cp.empty(out.shape, ct)
+            n = res.size
+            if n:
+                block = 256
+                f = _divmod_module.get_function(f"{op}_{'f64' if ct is np.float64 else 'f32'}")
+                f(((n + block - 1) // block,), (block,), (a, b, res, np.int64(n)))
+            if res is not out:
+                cp.copyto(out, res, casting="unsafe")
+
+    kernel.__name__ = op
+    return kernel
+
+
 def uniform(out: Any, low: float, high: float, seed: int, offset: int) -> None:
     _random("uniform", out, low, high - low, seed, offset)
 
@@ -135,3 +169,4 @@ _SHARED_NAMES = [n for n in xp.kernels(np) if n not in _OWN and n != "index_put"
 
 KERNELS: dict[str, Callable[..., Any]] = {n: _on_device(n) for n in _SHARED_NAMES}
 KERNELS.update(_OWN)
+KERNELS.update({op: _divmod(op) for op in ("floor_divide", "remainder")})

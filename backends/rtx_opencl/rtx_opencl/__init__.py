@@ -44,6 +44,11 @@ class OpenCLBackend(Backend):
     def device_name(self, index: int) -> str:
         return runtime.device(index).name
 
+    def op_dtypes(self, index: int) -> dict[str, frozenset[str]]:
+        # the float kernels of two composites; integers take the core's composite
+        floats = frozenset({"float16", "float32", "float64"})
+        return {"floor_divide": floats, "remainder": floats}
+
     def notes(self) -> list[str]:
         return [f"left out {s}" for s in runtime.skipped()] if runtime.problem() is None else []
 

@@ -68,7 +68,23 @@ BINARY = {
     "eq": ("a == b", "a == b"), "ne": ("a != b", "a != b"),
     "lt": ("a < b", "a < b"), "le": ("a <= b", "a <= b"),
     "gt": ("a > b", "a > b"), "ge": ("a >= b", "a >= b"),
+    # composites with kernels of their own on floats (ints: the core's exact
+    # integer composite). floor(a / b) is wrong next to multiples: 1.0 // 0.1
+    # would be 10 and 1.0 % 0.1 zero, 5 % inf NaN; these go through fmod, which
+    # is exact, with PyTorch's (and Python's) rounding and signs
+    "floor_divide": ("FLOORDIV(a, b)", None),
+    "remainder": ("REMAINDER(a, b)", None),
 }
+# the float composites' macros (type-generic, so any CT of the program can use them)
+FLOAT_DIVMOD = """
+#define MOD_FIX(a, b, m) ((m) != 0 && (((b) < 0) != ((m) < 0)))
+#define REMAINDER(a, b) (MOD_FIX(a, b, fmod(a, b)) ? fmod(a, b) + (b) : fmod(a, b))
+#define QUOT(a, b) (((a) - fmod(a, b)) / (b) - (MOD_FIX(a, b, fmod(a, b)) ? (CT)1 : (CT)0))
+#define FLOORDIV(a, b) ((b) == 0 ? (a) / (b) : (QUOT(a, b) != 0 \\
+    ? floor(QUOT(a, b)) + ((QUOT(a, b) - floor(QUOT(a, b)) > (CT)0.5) ? (CT)1 : (CT)0) \\
+    : copysign((CT)0, (a) / (b))))
+"""
+FLOAT_ONLY = {"floor_divide", "remainder"}
 TERNARY = {"where": ("a ? b : c", "a ? b : c")}
 
 # Reductions: (identity, combine(acc, v)) in the accumulator type AT.

@@ -229,7 +229,8 @@ def _members(kind: str, dt: str) -> dict[str, Member]:
                              C.BINARY if kind == "binary" else {}).items():
             expr = fl if dt in C.FLOATS else it
             if expr is not None and op not in ("copy", "cast"):
-                pro = C.INT_POW if op == "pow" and dt not in C.FLOATS else ""
+                pro = C.INT_POW if op == "pow" and dt not in C.FLOATS else \
+            C.FLOAT_DIVMOD if op in C.FLOAT_ONLY else ""
                 members[op] = (op, expr, pro, None)
         _FAMILIES[(kind, dt)] = members
     return members
@@ -248,7 +249,8 @@ def unary(op: str) -> Callable[..., None]:
 def binary(op: str) -> Callable[..., None]:
     def kernel(out: View, x: Any, y: Any) -> None:
         dt = _dtype_of(x, y)
-        pro = C.INT_POW if op == "pow" and dt not in C.FLOATS else ""
+        pro = C.INT_POW if op == "pow" and dt not in C.FLOATS else \
+            C.FLOAT_DIVMOD if op in C.FLOAT_ONLY else ""
         elementwise(op, C.expression(C.BINARY, op, dt), out, [x, y], [dt, dt], pro,
                     family=("binary", op, _members("binary", dt)))
 
