@@ -507,7 +507,8 @@ def _main_cuda(dev) -> int:
             tf = lambda t: f"{2 * n ** 3 / t / 1e12:.1f}"  # noqa: E731
             rows.append([f"{n}^3", tf(t_rc), tf(t_cp), f"{t_cp / t_rc:.2f}", check])
         _table([("n", 7), ("rc TFLOP/s", 11), ("cupy", 9), ("rc/cupy", 9), ("check", 7)], rows,
-               "2. matmul, float32 (cuBLAS through CuPy; TF32 as CuPy's default)")
+               "2. matmul, float32 (cuBLAS through CuPy; full float32: CuPy uses TF32 "
+               "only with CUPY_TF32=1)")
         # 4. a tiny op: the framework's cost per call
         one = cp.ones(1, cp.float32)
         r1 = rc.from_dlpack(one)

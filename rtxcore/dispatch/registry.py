@@ -30,8 +30,8 @@ KNOWN_BACKENDS = {
     "cpu": "pip install rtx-cpu   (from a checkout: pip install ./backends/rtx_cpu)",
     "opencl": "pip install 'rtx-opencl[pocl]'   "
               "(from a checkout: pip install './backends/rtx_opencl[pocl]')",
-    "cuda": "pip install 'rtx-cuda[cuda12]'   "
-            "(from a checkout: pip install './backends/rtx_cuda[cuda12]')",
+    "cuda": "pip install 'rtx-cuda[cuda13]'   (CUDA 12 drivers: [cuda12]; from a checkout: "
+            "pip install './backends/rtx_cuda[cuda13]')",
 }
 
 # The built-in device names belong to rtxcore's own distributions: another plugin
