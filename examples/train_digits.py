@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         from rtxcore.utils.data import DistributedSampler
 
         net = DistributedDataParallel(model)
-        sampler = DistributedSampler(train, num_replicas=world, rank=rank, seed=args.seed)
+        sampler = DistributedSampler(train, seed=args.seed)  # this rank's share
         loader = DataLoader(train, batch_size=batch // world, sampler=sampler)
     else:
         loader = DataLoader(train, batch_size=batch, shuffle=True,

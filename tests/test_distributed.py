@@ -123,6 +123,8 @@ def test_a_world_of_one_without_launcher(world_of_one):
     assert model.module.weight.grad.shape == (2, 3)
     with pytest.raises(ValueError, match="can't send to or from itself"):
         dist.send(x, dst=0)
+    sampler = rc.utils.data.DistributedSampler(list(range(10)))  # the group's world and rank
+    assert (sampler.num_replicas, sampler.rank, len(sampler)) == (1, 0, 10)
 
 
 def test_errors_name_what_is_wrong(world_of_one):

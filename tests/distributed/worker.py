@@ -126,6 +126,14 @@ def unused() -> None:
         raise AssertionError("a forward after an incomplete reduction must raise")
 
 
+def sampler() -> None:
+    r, n = dist.get_rank(), dist.get_world_size()
+    s = rc.utils.data.DistributedSampler(list(range(11)), shuffle=False)
+    assert (s.num_replicas, s.rank) == (n, r)
+    padded = list(range(11)) + list(range(11))[:(-11) % n]  # PyTorch pads with the start
+    assert list(s) == padded[r::n], (list(s), padded[r::n])
+
+
 def fault(mode: str) -> None:
     r = dist.get_rank()
     if r == 1:
@@ -150,6 +158,7 @@ def main() -> None:
         ddp(args[0], args[1])
     elif scenario == "unused":
         unused()
+        sampler()
     elif scenario == "fault":
         fault(args[0])
     else:

@@ -1,8 +1,9 @@
 """``DistributedSampler``, as ``torch.utils.data.distributed``: the share of a
 dataset's indices that one of ``num_replicas`` processes loads.
 
-rtxcore trains in one process, so ``num_replicas`` defaults to 1 and ``rank``
-to 0 (the whole dataset); pass them to split the indices as PyTorch would.
+``num_replicas`` and ``rank`` default to the default process group's world
+size and rank (``rtxcore.distributed``); without one, to 1 and 0 (the whole
+dataset).
 """
 
 from __future__ import annotations
@@ -25,10 +26,14 @@ class DistributedSampler(Sampler[int]):
 
     def __init__(self, dataset: Any, num_replicas: int | None = None, rank: int | None = None,
                  shuffle: bool = True, seed: int = 0, drop_last: bool = False) -> None:
-        if num_replicas is None:
-            num_replicas = 1
-        if rank is None:
-            rank = 0
+        if num_replicas is None or rank is None:
+            from ... import distributed as dist
+
+            on = dist.is_initialized()
+            if num_replicas is None:
+                num_replicas = dist.get_world_size() if on else 1
+            if rank is None:
+                rank = dist.get_rank() if on else 0
         if rank >= num_replicas or rank < 0:
             raise ValueError(
                 f"Invalid rank {rank}, rank should be in the interval [0, {num_replicas - 1}]"
