@@ -12,7 +12,8 @@
 #      float // and %, casts, indexing; a tiny op, an indexing op and a
 #      4096^2 matmul timed against raw CuPy                              60 s
 #   5. the conformance suite on the device (pytest-xdist over the CPU
-#      cores when present; else stopping at the first failure)         140 s
+#      cores when present: pytest's counts, not the per-op table;
+#      else one process stopping at the first failure, with the table)  140 s
 #   6. as much of the device-generic suite as fits                     110 s
 #   7. the CuPy kernel cache packed for the next run                    10 s
 #
