@@ -213,7 +213,8 @@ def test_nccl_backend_is_import_safe_and_says_why_it_cannot_run():
     from rtxcore.distributed.backend import comm_backends
 
     nccl = comm_backends()["nccl"]  # from rtx_cuda's rtx_comm_backends hook
-    assert nccl.native_devices == frozenset({"cuda"}) and not nccl.host_staging
+    # cuda tensors through NCCL; host arrays (cpu, staged opencl) through MPI on the same ranks
+    assert nccl.native_devices == frozenset({"cuda", "cpu"}) and nccl.host_staging
     reason = nccl.unavailable_reason()
     if reason is None:  # a GPU machine with NCCL: nothing to refuse
         assert dist.is_nccl_available()

@@ -454,7 +454,7 @@ def _finished(async_op: bool) -> Any:
 def _launch(pg: ProcessGroup, what: Any, call: Any, finish: Any, async_op: bool) -> Any:
     """Start ``call(async_)``; block (watched) or hand back a Work."""
     if _state.debug:
-        _check_same(pg, what)
+        _run(lambda: _check_same(pg, what), what)
     if async_op:
         return Work(call(True), what, finish)
     _run(lambda: call(False), what, then=finish)

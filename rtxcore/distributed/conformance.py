@@ -133,6 +133,13 @@ def collectives(devices: list[str]) -> None:
         w.wait()
         assert src == (r - 1) % n
         close(y, data((r - 1) % n, (4,), "float32"), f"send/recv on {dev}")
+        # the other way round, from any source, polled: the Work names the sender
+        w = dist.irecv(y, tag=5)
+        dist.send(x, dst=(r - 1) % n, tag=5)
+        while not w.is_completed():
+            pass
+        assert w.result() == (r + 1) % n, (w.result(), (r + 1) % n)
+        close(y, data((r + 1) % n, (4,), "float32"), f"irecv from any source on {dev}")
         dist.barrier()
     # a subgroup of the ranks but the last
     sub = dist.new_group(list(range(n - 1)))

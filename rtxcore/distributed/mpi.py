@@ -30,20 +30,30 @@ def _mpi() -> Any:
 
 
 class _Request:
-    __slots__ = ("req", "after")
+    __slots__ = ("req", "after", "status")
 
     def __init__(self, req: Any, after: Any = None) -> None:
         self.req = req
-        self.after = after
+        self.after = after  # status -> result (recv: the sender's rank)
+        self.status = None
 
     def wait(self) -> Any:
-        MPI = _mpi()
-        status = MPI.Status() if self.after is not None else None
-        self.req.Wait(status)
-        return self.after(status) if self.after is not None else None
+        if self.after is None:
+            self.req.Wait()
+            return None
+        if self.status is None:  # (test() may have completed it, keeping its status)
+            self.status = _mpi().Status()
+            self.req.Wait(self.status)
+        return self.after(self.status)
 
     def test(self) -> bool:
-        return bool(self.req.Test())
+        if self.after is None:
+            return bool(self.req.Test())
+        status = _mpi().Status()
+        done = bool(self.req.Test(status))
+        if done:
+            self.status = status
+        return done
 
 
 def _bytes(a: np.ndarray) -> np.ndarray:
@@ -160,6 +170,12 @@ class MPICommunicator(Communicator):
 
     def abort(self, code: int) -> None:
         _mpi().COMM_WORLD.Abort(code)
+
+    @staticmethod
+    def threads_ok() -> bool:
+        """Whether MPI may be called from several threads at once (DDP's progress thread)."""
+        MPI = _mpi()
+        return MPI.Query_thread() >= MPI.THREAD_MULTIPLE
 
     def free(self) -> None:
         MPI = _mpi()

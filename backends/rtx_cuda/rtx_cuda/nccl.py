@@ -2,8 +2,11 @@
 NCCL bindings (``cupy.cuda.nccl``).
 
 cuda tensors go to NCCL as they are (their CuPy arrays' device pointers), on
-the current stream of the tensor's device; each process drives one GPU (the
-rank modulo the GPUs it sees, unless ``torch``-style code set a device first).
+the current stream of the tensor's device; host arrays (cpu tensors, and other
+devices' staged through the host) go over MPI on the same ranks, as PyTorch
+pairs gloo with nccl. Each process drives one GPU: its rank among the
+processes of its node, modulo the GPUs it sees (unless a device other than 0
+was made current first).
 The NCCL unique id is made on rank 0 and sent to the others over MPI (mpi4py),
 so jobs are started by an MPI launcher as with the ``mpi`` backend. NCCL has
 no gather/scatter/all-to-all of its own: those are built from grouped
@@ -17,7 +20,10 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import numpy as np
+
 from rtxcore.distributed.backend import CommBackend, Communicator
+from rtxcore.distributed.mpi import MPICommunicator
 
 
 def _nccl() -> Any:
@@ -47,6 +53,7 @@ class _Event:
 class NCCLCommunicator(Communicator):
     def __init__(self, comm: Any, rank: int, size: int, mpi_comm: Any) -> None:
         nccl = _nccl()
+        self.host = MPICommunicator(mpi_comm)  # host arrays: MPI on the same ranks
         self.comm = comm
         self.rank = rank
         self.size = size
@@ -86,26 +93,36 @@ class NCCLCommunicator(Communicator):
         return None
 
     def all_reduce(self, buf, op, async_):
+        if isinstance(buf, np.ndarray):
+            return self.host.all_reduce(buf, op, async_)
         p, n, t = self._args(buf, op)
         self.comm.allReduce(p, p, n, t, self._ops[op], self._stream().ptr)
         return self._done(async_)
 
     def broadcast(self, buf, root, async_):
+        if isinstance(buf, np.ndarray):
+            return self.host.broadcast(buf, root, async_)
         p, n, t = self._args(buf)
         self.comm.bcast(p, n, t, root, self._stream().ptr)
         return self._done(async_)
 
     def all_gather(self, send, recv, async_):
+        if isinstance(send, np.ndarray):
+            return self.host.all_gather(send, recv, async_)
         p, n, t = self._args(send)
         self.comm.allGather(p, recv.data.ptr, n, t, self._stream().ptr)
         return self._done(async_)
 
     def reduce_scatter(self, send, recv, op, async_):
+        if isinstance(send, np.ndarray):
+            return self.host.reduce_scatter(send, recv, op, async_)
         p, n, t = self._args(recv, op)
         self.comm.reduceScatter(send.data.ptr, p, n, t, self._ops[op], self._stream().ptr)
         return self._done(async_)
 
     def reduce(self, buf, op, root, async_):
+        if isinstance(buf, np.ndarray):
+            return self.host.reduce(buf, op, root, async_)
         p, n, t = self._args(buf, op)
         self.comm.reduce(p, p, n, t, self._ops[op], root, self._stream().ptr)
         return self._done(async_)
@@ -125,6 +142,8 @@ class NCCLCommunicator(Communicator):
             nccl.groupEnd()
 
     def gather(self, send, recv, root, async_):
+        if isinstance(send, np.ndarray):
+            return self.host.gather(send, recv, root, async_)
         if self.rank == root:
             recv[root] = send
             self._grouped([], [(recv[r], r) for r in range(self.size) if r != root])
@@ -133,6 +152,8 @@ class NCCLCommunicator(Communicator):
         return self._done(async_)
 
     def scatter(self, send, recv, root, async_):
+        if isinstance(recv, np.ndarray):
+            return self.host.scatter(send, recv, root, async_)
         if self.rank == root:
             recv[...] = send[root]
             self._grouped([(send[r], r) for r in range(self.size) if r != root], [])
@@ -141,6 +162,8 @@ class NCCLCommunicator(Communicator):
         return self._done(async_)
 
     def all_to_all(self, send, recv, send_counts, recv_counts, async_):
+        if isinstance(send, np.ndarray):
+            return self.host.all_to_all(send, recv, send_counts, recv_counts, async_)
         so = ro = 0
         sends, recvs = [], []
         for r in range(self.size):
@@ -152,14 +175,17 @@ class NCCLCommunicator(Communicator):
         return self._done(async_)
 
     def barrier(self, async_):
-        self.mpi.Barrier()
-        return self._done(async_)
+        return self.host.barrier(async_)
 
     def send(self, buf, dst, tag, async_):
+        if isinstance(buf, np.ndarray):
+            return self.host.send(buf, dst, tag, async_)
         self._grouped([(buf, dst)], [])
         return self._done(async_)
 
     def recv(self, buf, src, tag, async_):
+        if isinstance(buf, np.ndarray):
+            return self.host.recv(buf, src, tag, async_)
         if src is None:
             raise ValueError("nccl: recv needs src (NCCL has no receive from any source)")
         self._grouped([], [(buf, src)])
@@ -172,12 +198,13 @@ class NCCLCommunicator(Communicator):
         ranks = list(ranks)
         member = self.rank in ranks
         sub = self.mpi.Split(0 if member else MPI.UNDEFINED, ranks.index(self.rank) if member else 0)
-        return _make(sub) if member else None
+        return _make(sub) if member else None  # (on the device this process already uses)
 
     def exchange_small(self, data: bytes) -> list[bytes]:
-        from rtxcore.distributed.mpi import MPICommunicator
+        return self.host.exchange_small(data)
 
-        return MPICommunicator(self.mpi).exchange_small(data)
+    def threads_ok(self) -> bool:
+        return self.host.threads_ok()
 
     def abort(self, code: int) -> None:
         try:
@@ -189,6 +216,7 @@ class NCCLCommunicator(Communicator):
 
     def free(self) -> None:
         self.comm.destroy()
+        self.host.free()
 
 
 def _make(mpi_comm: Any) -> NCCLCommunicator:
@@ -203,17 +231,15 @@ def _make(mpi_comm: Any) -> NCCLCommunicator:
         uid[:] = nccl.get_unique_id()
     mpi_comm.Bcast(uid, root=0)
     uid = tuple(int(v) for v in uid)
-    if cupy.cuda.runtime.getDevice() == 0 and cupy.cuda.runtime.getDeviceCount() > 1:
-        cupy.cuda.Device(rank % cupy.cuda.runtime.getDeviceCount()).use()
     return NCCLCommunicator(nccl.NcclCommunicator(size, uid, rank), rank, size, mpi_comm)
 
 
 class NCCLBackend(CommBackend):
-    """NCCL for cuda tensors; tensors on other devices are refused (use ``mpi``)."""
+    """NCCL for cuda tensors; MPI for cpu tensors (and opencl's, staged)."""
 
     name = "nccl"
-    native_devices = frozenset({"cuda"})
-    host_staging = False
+    native_devices = frozenset({"cuda", "cpu"})
+    host_staging = True
     priority = 20
 
     @classmethod
@@ -243,6 +269,14 @@ class NCCLBackend(CommBackend):
         return MPIBackend.launched()  # started by an MPI launcher, as mpi's jobs are
 
     def world(self, timeout: float) -> Communicator:
+        import cupy
         from mpi4py import MPI
 
+        count = cupy.cuda.runtime.getDeviceCount()
+        if cupy.cuda.runtime.getDevice() == 0 and count > 1:
+            # one GPU per process of this node: the rank among the node's processes
+            node = MPI.COMM_WORLD.Split_type(MPI.COMM_TYPE_SHARED)
+            local = node.Get_rank()
+            node.Free()
+            cupy.cuda.Device(local % count).use()
         return _make(MPI.COMM_WORLD)

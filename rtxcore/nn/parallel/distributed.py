@@ -63,27 +63,30 @@ class _Progress:
             return
         with self.lock:
             self.requests.append(req)
-        if self.thread is None:
-            self.stopping = False
-            self.thread = threading.Thread(target=self._run, name="rtxcore-ddp-progress",
-                                           daemon=True)
-            self.thread.start()
+            if self.thread is None:  # (none running: the last one found nothing left)
+                self.stopping = False
+                self.thread = threading.Thread(target=self._run, name="rtxcore-ddp-progress",
+                                               daemon=True)
+                self.thread.start()
 
     def _run(self) -> None:
         while not self.stopping:
             with self.lock:
                 self.requests = [r for r in self.requests if not r.test()]
-                idle = not self.requests
-            if idle:
-                break
+                if not self.requests:
+                    self.thread = None  # add() starts a new one for the next bucket
+                    return
             time.sleep(self.interval)
 
     def stop(self) -> None:
-        self.stopping = True
-        if self.thread is not None:
-            self.thread.join()
+        with self.lock:
+            self.stopping = True
+            thread = self.thread
+        if thread is not None:
+            thread.join()
+        with self.lock:
             self.thread = None
-        self.requests = []
+            self.requests = []
 
 
 class DistributedDataParallel(Module):
@@ -142,7 +145,9 @@ class DistributedDataParallel(Module):
         self._started = False  # a gradient of that backward has arrived
         self._next = 0  # the next bucket to start
         self._used: set[int] = set()
-        self._progress = _Progress()
+        # the progress thread calls MPI beside the main thread: only where MPI allows it
+        threads_ok = getattr(self._pg.comm, "threads_ok", None)
+        self._progress = _Progress() if threads_ok is not None and threads_ok() else None
         self._sync_state()
         self._handles = [p.register_post_accumulate_grad_hook(self._grad_ready) for p in params]
 
@@ -251,8 +256,8 @@ class DistributedDataParallel(Module):
                 b.work = dist.all_reduce(b.buf, op=dist.ReduceOp.SUM, group=self.process_group,
                                          async_op=True)
                 self._next += 1
-                if self._next < len(buckets):  # more backward to overlap with
-                    self._progress.add(b.work)
+                if self._progress is not None and self._next < len(buckets):
+                    self._progress.add(b.work)  # more backward to overlap with
         if self._next == len(buckets):
             self._finish()
 
@@ -261,14 +266,16 @@ class DistributedDataParallel(Module):
         from ... import div, no_grad, tensor
 
         self._expect = False
+        if self._progress is not None:
+            self._progress.stop()  # (before any other collective on this thread)
         used_anywhere = None
         if self.find_unused_parameters and self._pg.size() > 1:
-            flags = tensor([1 if id(p) in self._used else 0 for p in self._params])
+            flags = tensor([1 if id(p) in self._used else 0 for p in self._params],
+                           device=self._params[0].device)
             dist.all_reduce(flags, op=dist.ReduceOp.MAX, group=self.process_group)
             used_anywhere = {id(p) for p, f in zip(self._params, flags.tolist()) if f}
         elif self.find_unused_parameters:
             used_anywhere = set(self._used)
-        self._progress.stop()
         n = self._pg.size()
         with no_grad():
             for b in self._buckets:
