@@ -86,23 +86,23 @@ def install(rank: int, abort_fn: Callable[[int], None]) -> None:
 
 class Watchdog:
     """One daemon thread per process; ``begin(what)``/``end()`` bracket each
-    blocking wait. Costs two attribute writes per collective."""
+    blocking wait, per calling thread (a ``Work.wait()`` in a user thread is
+    watched beside the main thread's collective). Costs a dict write and a
+    delete per collective."""
 
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
-        self.what: Any = None  # str() of it names the collective
-        self.since = 0.0
+        self.waiting: dict[int, tuple[Any, float]] = {}  # thread id -> (what, since)
         self._thread = threading.Thread(target=self._run, name="rtxcore-distributed-watchdog",
                                         daemon=True)
         self._stop = False
         self._thread.start()
 
     def begin(self, what: Any) -> None:
-        self.since = time.monotonic()
-        self.what = what
+        self.waiting[threading.get_ident()] = (what, time.monotonic())
 
     def end(self) -> None:
-        self.what = None
+        self.waiting.pop(threading.get_ident(), None)
 
     def stop(self) -> None:
         self._stop = True
@@ -111,8 +111,9 @@ class Watchdog:
         tick = min(1.0, max(0.05, self.timeout / 10))
         while not self._stop:
             time.sleep(tick)
-            what = self.what
-            if what is not None and time.monotonic() - self.since > self.timeout:
-                abort(1, f"{what} did not finish within the process group's timeout "
-                         f"({self.timeout:g} s): another rank is not taking part in it "
-                         "(it exited, hangs, or calls a different collective)")
+            now = time.monotonic()
+            for what, since in list(self.waiting.values()):
+                if now - since > self.timeout:
+                    abort(1, f"{what} did not finish within the process group's timeout "
+                             f"({self.timeout:g} s): another rank is not taking part in it "
+                             "(it exited, hangs, or calls a different collective)")
