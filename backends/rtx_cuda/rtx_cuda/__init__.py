@@ -57,7 +57,8 @@ class CUDABackend(Backend):
         return runner(program)
 
     def to_dlpack(self, view: Any, **kwargs: Any) -> Any:
-        return view.__dlpack__(**kwargs)
+        with view.device:  # (the capsule's stream and device are the tensor's)
+            return view.__dlpack__(**kwargs)
 
     def from_dlpack(self, obj: Any, index: int) -> tuple[Any, tuple[int, ...], tuple[int, ...], int]:
         from rtxcore.dispatch import xp

@@ -51,7 +51,10 @@ def _table() -> dict[str, Callable[..., Any]]:
 
         def cast(out: Any, x: Any) -> None:
             # float -> unsigned: CUDA saturates negatives to 0, C (and NumPy) wrap
-            # them; go through int64 so every backend agrees
+            # them; going through int64 makes in-range negatives agree with cpu.
+            # NaN, inf and values out of int64's range still differ: CUDA's
+            # conversions saturate (NaN -> 0), x86's give INT_MIN; neither is
+            # defined in C, and the contract leaves them unspecified
             if out.dtype.kind == "u" and x.dtype.kind == "f":
                 x = x.astype(np.int64)
             shared_cast(out, x)
@@ -98,6 +101,18 @@ def _philox() -> Any:
     return _module
 
 
+_philox_fns: dict[tuple[int, str], Any] = {}
+
+
+def _philox_fn(name: str) -> Any:
+    """The compiled random kernel ``name`` of the current device (looked up once)."""
+    key = (R.cp.cuda.runtime.getDevice(), name)
+    fn = _philox_fns.get(key)
+    if fn is None:
+        fn = _philox_fns[key] = _philox().get_function(name)
+    return fn
+
+
 def _random(kind: str, out: Any, a: float, b: float, seed: int, offset: int) -> None:
     cp = R.cp
     n = out.size
@@ -110,7 +125,7 @@ def _random(kind: str, out: Any, a: float, b: float, seed: int, offset: int) -> 
         tmp = out if out.flags.c_contiguous and out.dtype in (np.float32, np.float64) \
             else cp.empty(out.shape, np.float64 if wide else np.float32)
         scalar = np.float64 if wide else np.float32
-        f = _philox().get_function(name)
+        f = _philox_fn(name)
         block = 256
         f(((n + block - 1) // block,), (block,),
           (tmp, np.int64(n), scalar(a), scalar(b), np.uint64(seed & (2**64 - 1)),
