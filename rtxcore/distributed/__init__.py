@@ -354,6 +354,15 @@ def _tensor_list(op: str, tensors: Any, like: Any, name: str, n: int, where: str
     _dtype_check(op, [like, *tensors])
 
 
+def _root_list(op: str, tensors: Any, like: Any, name: str, n: int, me: bool, where: str) -> None:
+    """``tensors`` is checked on the root rank (gather's destination, scatter's
+    source) and must be absent elsewhere."""
+    if me:
+        _tensor_list(op, tensors, like, name, n, f"on the {where} rank ")
+    elif tensors:
+        raise ValueError(f"{op}: {name} is only for the {where} rank")
+
+
 def _reduce_op(op: Any, t: Any, what: str) -> str:
     if type(op) is ReduceOp:
         kind = op._value_
@@ -461,10 +470,16 @@ def _launch(pg: ProcessGroup, what: Any, call: Any, finish: Any, async_op: bool)
     return None
 
 
-def _member(group: Any, what: str) -> ProcessGroup | None:
+def _member(group: Any) -> ProcessGroup | None:
+    """The group, or None on a rank outside it (the collective is then a no-op there)."""
     if group is GroupMember.NON_GROUP_MEMBER:
         return None
     return _group(group)
+
+
+def _root(pg: ProcessGroup, rank: int, group_rank: int | None, what: str, name: str) -> int:
+    """The root's rank within ``pg``: ``group_rank`` when given, else global ``rank`` mapped."""
+    return group_rank if group_rank is not None else _group_rank(pg, rank, what, name)
 
 
 def _group_rank(pg: ProcessGroup, rank: int, what: str, name: str) -> int:
@@ -479,7 +494,7 @@ def _group_rank(pg: ProcessGroup, rank: int, what: str, name: str) -> int:
 def all_reduce(tensor: Any, op: Any = ReduceOp.SUM, group: Any = None, async_op: bool = False) -> Any:
     """Every rank's ``tensor`` becomes the reduction (``op``) of all ranks' tensors."""
     t = _tensor(tensor, "all_reduce: tensor")
-    pg = _member(group, "all_reduce")
+    pg = _member(group)
     if pg is None:
         return None
     kind = _reduce_op(op, t, "all_reduce")
@@ -501,10 +516,10 @@ def broadcast(tensor: Any, src: int = 0, group: Any = None, async_op: bool = Fal
               group_src: int | None = None) -> Any:
     """Every rank's ``tensor`` becomes rank ``src``'s (a global rank)."""
     t = _tensor(tensor, "broadcast: tensor")
-    pg = _member(group, "broadcast")
+    pg = _member(group)
     if pg is None:
         return None
-    root = group_src if group_src is not None else _group_rank(pg, src, "broadcast", "src")
+    root = _root(pg, src, group_src, "broadcast", "src")
     if pg.size() == 1:
         return _finished(async_op)
     b = _Buf(t, pg, read=pg.rank() == root)
@@ -517,7 +532,7 @@ def all_gather_into_tensor(output_tensor: Any, input_tensor: Any, group: Any = N
     """``output_tensor`` (world * d0, ...) or (world, d0, ...) gets every rank's input, in rank order."""
     out = _tensor(output_tensor, "all_gather_into_tensor: output_tensor")
     inp = _tensor(input_tensor, "all_gather_into_tensor: input_tensor")
-    pg = _member(group, "all_gather_into_tensor")
+    pg = _member(group)
     if pg is None:
         return None
     _dtype_check("all_gather_into_tensor", [out, inp])
@@ -537,7 +552,7 @@ def all_gather_into_tensor(output_tensor: Any, input_tensor: Any, group: Any = N
 def all_gather(tensor_list: list[Any], tensor: Any, group: Any = None, async_op: bool = False) -> Any:
     """``tensor_list[r]`` gets rank r's ``tensor``."""
     t = _tensor(tensor, "all_gather: tensor")
-    pg = _member(group, "all_gather")
+    pg = _member(group)
     if pg is None:
         return None
     n = pg.size()
@@ -570,7 +585,7 @@ def reduce_scatter_tensor(output: Any, input: Any, op: Any = ReduceOp.SUM, group
     (world x output's elements)."""
     out = _tensor(output, "reduce_scatter_tensor: output")
     inp = _tensor(input, "reduce_scatter_tensor: input")
-    pg = _member(group, "reduce_scatter_tensor")
+    pg = _member(group)
     if pg is None:
         return None
     _dtype_check("reduce_scatter_tensor", [out, inp])
@@ -603,7 +618,7 @@ def reduce_scatter(output: Any, input_list: list[Any], op: Any = ReduceOp.SUM, g
                    async_op: bool = False) -> Any:
     """``output`` = the reduction over ranks of their ``input_list[rank]``."""
     out = _tensor(output, "reduce_scatter: output")
-    pg = _member(group, "reduce_scatter")
+    pg = _member(group)
     if pg is None:
         return None
     n = pg.size()
@@ -618,10 +633,10 @@ def reduce(tensor: Any, dst: int = 0, op: Any = ReduceOp.SUM, group: Any = None,
            async_op: bool = False, group_dst: int | None = None) -> Any:
     """Rank ``dst``'s ``tensor`` becomes the reduction of every rank's; the others keep theirs."""
     t = _tensor(tensor, "reduce: tensor")
-    pg = _member(group, "reduce")
+    pg = _member(group)
     if pg is None:
         return None
-    root = group_dst if group_dst is not None else _group_rank(pg, dst, "reduce", "dst")
+    root = _root(pg, dst, group_dst, "reduce", "dst")
     kind = _reduce_op(op, t, "reduce")
     if pg.size() == 1:
         return _finished(async_op)
@@ -644,16 +659,13 @@ def gather(tensor: Any, gather_list: list[Any] | None = None, dst: int = 0, grou
            async_op: bool = False, group_dst: int | None = None) -> Any:
     """Rank ``dst``'s ``gather_list[r]`` gets rank r's ``tensor``."""
     t = _tensor(tensor, "gather: tensor")
-    pg = _member(group, "gather")
+    pg = _member(group)
     if pg is None:
         return None
-    root = group_dst if group_dst is not None else _group_rank(pg, dst, "gather", "dst")
+    root = _root(pg, dst, group_dst, "gather", "dst")
     n = pg.size()
     me = pg.rank() == root
-    if me:
-        _tensor_list("gather", gather_list, t, "gather_list", n, "on the destination rank ")
-    elif gather_list:
-        raise ValueError("gather: gather_list is only for the destination rank")
+    _root_list("gather", gather_list, t, "gather_list", n, me, "destination")
     src = _Buf(t, pg)
     recv = _xp(src.a).empty((n, *src.a.shape), src.a.dtype) if me else None
 
@@ -669,18 +681,14 @@ def scatter(tensor: Any, scatter_list: list[Any] | None = None, src: int = 0, gr
             async_op: bool = False, group_src: int | None = None) -> Any:
     """Rank r's ``tensor`` gets rank ``src``'s ``scatter_list[r]``."""
     t = _tensor(tensor, "scatter: tensor")
-    pg = _member(group, "scatter")
+    pg = _member(group)
     if pg is None:
         return None
-    root = group_src if group_src is not None else _group_rank(pg, src, "scatter", "src")
+    root = _root(pg, src, group_src, "scatter", "src")
     n = pg.size()
     me = pg.rank() == root
-    send = None
-    if me:
-        _tensor_list("scatter", scatter_list, t, "scatter_list", n, "on the source rank ")
-        send = _stack_rows(scatter_list, pg)
-    elif scatter_list:
-        raise ValueError("scatter: scatter_list is only for the source rank")
+    _root_list("scatter", scatter_list, t, "scatter_list", n, me, "source")
+    send = _stack_rows(scatter_list, pg) if me else None
     dst = _Buf(t, pg, read=False)
     return _launch(pg, _describe("scatter", t, f", src={root}"),
                    lambda a: pg.comm.scatter(send, dst.a, root, a), dst.finish, async_op)
@@ -693,7 +701,7 @@ def all_to_all_single(output: Any, input: Any, output_split_sizes: Sequence[int]
     part r to rank r, and concatenate what arrives, in rank order, into ``output``."""
     out = _tensor(output, "all_to_all_single: output")
     inp = _tensor(input, "all_to_all_single: input")
-    pg = _member(group, "all_to_all_single")
+    pg = _member(group)
     if pg is None:
         return None
     _dtype_check("all_to_all_single", [out, inp])
@@ -725,7 +733,7 @@ def all_to_all_single(output: Any, input: Any, output_split_sizes: Sequence[int]
 
 def barrier(group: Any = None, async_op: bool = False, device_ids: Any = None) -> Any:
     """Wait until every rank of the group reaches it."""
-    pg = _member(group, "barrier")
+    pg = _member(group)
     if pg is None:
         return None
     return _launch(pg, _describe("barrier"), lambda a: pg.comm.barrier(a), None, async_op)

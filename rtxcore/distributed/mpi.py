@@ -75,10 +75,6 @@ class MPICommunicator(Communicator):
     def _op(self, op: str, a: np.ndarray) -> Any:
         return (self._bool_ops if a.dtype == np.bool_ else self._ops)[op]
 
-    @staticmethod
-    def _r(req: Any, async_: bool) -> Any:
-        return _Request(req) if async_ else None
-
     def all_reduce(self, buf, op, async_):
         if async_:
             return _Request(self.comm.Iallreduce(self._in_place, buf, self._op(op, buf)))
