@@ -293,7 +293,7 @@ def test_fused_kernels_compile_with_nvrtc(arch):
     assert all(FU.supported(p) for p in programs)
     code = "\n".join(FU.source(p, f"k{i}") for i, p in enumerate(programs))
     for dt in ("float", "double", "bool", "long long"):
-        assert f"{dt}* __restrict__ o0" in code
+        assert f"{dt}* o0" in code  # no __restrict__: an output may be an input (in place)
     nvrtc = _nvrtc()
     prog = nvrtc.createProgram(code, "fused.cu", [], [])
     try:

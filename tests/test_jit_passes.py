@@ -37,6 +37,9 @@ step = st.one_of(
     st.tuples(st.just("view"), st.sampled_from(["t", "slice", "row"]), st.integers(0, 99)),
     st.tuples(st.just("inplace"), st.sampled_from(["add_", "mul_"]), st.integers(0, 99),
               st.integers(0, 99)),
+    # in place into an argument: the caller sees it (an optimizer's update)
+    st.tuples(st.just("arg_inplace"), st.sampled_from(["add_", "mul_", "sub_"]),
+              st.integers(0, 2), st.integers(0, 99)),
 )
 
 
@@ -62,8 +65,8 @@ def _program(steps):
                 v = vals[s[2] % len(vals)]
                 if v.ndim == 2 and v.shape[0] == 4 and v.shape[1] == 4:
                     vals.append(v.t() if s[1] == "t" else v[1:3] if s[1] == "slice" else v[2])
-            else:  # in place, into a value the program made (never an argument)
-                i = 3 + s[2] % (len(vals) - 3)
+            else:  # in place, into a value the program made, or into an argument
+                i = 3 + s[2] % (len(vals) - 3) if kind == "inplace" else s[2]
                 t, o = vals[i], vals[s[3] % len(vals)]
                 try:
                     rc.broadcast_shapes(t.shape, o.shape)
@@ -89,17 +92,21 @@ def _inputs(seed, device):
 @pytest.mark.parametrize("which", ["dead_code", "cse", "fold_constants", "fuse_elementwise",
                                    "plan_memory", "optimize"])
 @pytest.mark.parametrize("dev", ["cpu", "opencl"])  # the fuse hooks of both; prims below
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=st.lists(step, min_size=1, max_size=12), seed=st.integers(0, 3))
 def test_a_pass_keeps_what_the_program_computes(which, dev, steps, seed):
     f = _program(steps)
     args = _inputs(seed, dev)
     traced = rc.jit.trace(f, *args)
-    want = traced(*_inputs(seed + 10, dev))
+    want_args, got_args, eager_args, ref_args = (_inputs(seed + 10, dev) for _ in range(4))
+    want = traced(*want_args)
+    ref = traced.run_with_env(*ref_args)[0]  # the node-by-node interpreter
     traced.graph = getattr(P, which)(traced.graph)
-    got = traced(*_inputs(seed + 10, dev))
-    eager = f(*_inputs(seed + 10, dev))
-    for g, w, e in zip(got, want, eager):
+    got = traced(*got_args)
+    eager = f(*eager_args)
+    for g, w, e, r in zip(got + tuple(got_args), want + tuple(want_args),
+                          eager + tuple(eager_args), ref + tuple(ref_args)):
+        np.testing.assert_array_equal(w.cpu().numpy(), r.cpu().numpy())
         np.testing.assert_allclose(g.cpu().numpy(), w.cpu().numpy(), rtol=1e-6, atol=1e-6,
                                    equal_nan=True)
         np.testing.assert_allclose(g.cpu().numpy(), e.cpu().numpy(), rtol=1e-5, atol=1e-5,

@@ -24,11 +24,15 @@ Kernel = Callable[..., Any]
 
 
 def _u(fn: Any) -> Kernel:
-    return lambda out, x: fn(x, out=out)
+    k = lambda out, x: fn(x, out=out)  # noqa: E731
+    k.ufunc = fn  # type: ignore[attr-defined]  # a fused runner may call it directly
+    return k
 
 
 def _b(fn: Any) -> Kernel:
-    return lambda out, x, y: fn(x, y, out=out)
+    k = lambda out, x, y: fn(x, y, out=out)  # noqa: E731
+    k.ufunc = fn  # type: ignore[attr-defined]
+    return k
 
 
 def _is_numpy(xp: Any) -> bool:

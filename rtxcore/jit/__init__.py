@@ -97,11 +97,19 @@ class TracedFunction:
                          for a in example]
 
     def __call__(self, *args: Any) -> Any:
-        return self.run_with_env(*args)[0]
+        from .run import run
+
+        return run(self.graph, *self._bind(args))
 
     def run_with_env(self, *args: Any) -> tuple[Any, dict[int, Tensor]]:
-        """Replay; also returns every graph value's tensor by id."""
-        from .run import bind_input, run_env
+        """Replay through the node-by-node interpreter; also returns every graph
+        value's tensor by id."""
+        from .run import run_env
+
+        return run_env(self.graph, *self._bind(args))
+
+    def _bind(self, args: tuple[Any, ...]) -> tuple[dict[int, Tensor], Any]:
+        from .run import bind_input
 
         _check_args(self.graph, args, len(self._layouts))
         for i, (a, lay) in enumerate(zip(args, self._layouts)):
@@ -121,7 +129,7 @@ class TracedFunction:
                 inputs[n.id] = bind_input(n.attrs["index"], args[n.attrs["index"]], v, dev)
             else:
                 inputs[n.id] = bind_input(n.id, self._externals[n.id], v, dev)
-        return run_env(self.graph, inputs, dev)
+        return inputs, dev
 
     def save(self, path: str) -> None:
         """One safetensors file: the constants, each external input's current value

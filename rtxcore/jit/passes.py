@@ -260,11 +260,15 @@ def _numel(v: dict[str, Any]) -> int:
 
 
 def fuse_elementwise(g: Graph, min_nodes: int = 2) -> Graph:
-    """Runs of consecutive elementwise kernels, each writing a whole fresh buffer
-    of the same element count, reading whole contiguous buffers of that count
-    (or scalars), become one ``fused`` node."""
+    """Runs of consecutive elementwise kernels over the same number of elements
+    become one ``fused`` node. Each member writes a whole buffer -- a fresh one,
+    or one it updates in place (``p.mul_(0.9)``, an optimizer's state) -- and
+    reads whole buffers of that count, or scalars. Allocations and views between
+    members don't end a run (a view moves after the fused node: no member reads
+    it). A group computes element ``i`` of every step from element ``i`` of its
+    operands, and a step reading a buffer comes before any step writing it anew,
+    so running the group element by element (or block by block) is the program."""
     g = _clone(g)
-    allocs = {n.id for n in g.nodes if n.op == "alloc"}
     # every read of every value, to know which group results are needed outside
     readers: dict[int, list[int]] = {}
     for i, n in enumerate(g.nodes):
@@ -277,15 +281,20 @@ def fuse_elementwise(g: Graph, min_nodes: int = 2) -> Graph:
             if region != _root(g, region):
                 readers.setdefault(_root(g, region), []).append(i)
     outs_needed = set(_output_ids(g.outputs))
+    first = _buffer_of_versions(g)
+    # an input buffer's final version is seen by the caller, read or not
+    inputs = {n.id for n in g.nodes if n.op == "input"}
+    outs_needed |= {v for b, v in _final_versions(g).items() if b in inputs}
 
     def fusable(n: Node) -> int | None:
         """The element count of a fusable node, else None."""
         if n.op not in ELEMENTWISE or len(n.writes) != 1 or n.attrs:
             return None
         region, _ = n.writes[0]
-        if region not in allocs:
+        v = g.values[region]
+        if "of" in v:
             return None
-        count = _numel(g.values[region])
+        count = _numel(v)
         for a in n.args:
             if isinstance(a, Ref):
                 v = g.values[a.id]
@@ -299,8 +308,8 @@ def fuse_elementwise(g: Graph, min_nodes: int = 2) -> Graph:
     cur: list[int] = []
     cur_n: int | None = None
     for i, n in enumerate(g.nodes):
-        if n.op in ("alloc",):
-            continue  # allocations don't break a run
+        if n.op in ("alloc", "view"):
+            continue  # allocations and views don't break a run
         c = fusable(n)
         if c is not None and (not cur or c == cur_n):
             cur.append(i)
@@ -316,10 +325,11 @@ def fuse_elementwise(g: Graph, min_nodes: int = 2) -> Graph:
 
     replace: dict[int, Node] = {}
     drop: set[int] = set()
+    moved: dict[int, list[Node]] = {}  # fused node's index -> views moved after it
     for grp in groups:
         members = [g.nodes[i] for i in grp]
         made = {new: k for k, m in enumerate(members) for _, new in m.writes}
-        inside = set(grp)
+        inside = set(range(grp[0], grp[-1] + 1))
         inputs: list[int] = []
         steps = []
         for m in members:
@@ -336,23 +346,53 @@ def fuse_elementwise(g: Graph, min_nodes: int = 2) -> Graph:
                     operands.append(["const", a])
             region, _ = m.writes[0]
             steps.append([m.op, g.values[region]["dtype"], operands])
-        outputs = []
-        writes = []
+        # the buffers the group writes: each once, with its last version; an
+        # earlier version needed outside (rare: a view of it read later) would
+        # be overwritten before its reader ran, so such a group stays unfused
+        last_write: dict[int, int] = {}
+        first_region: dict[int, int] = {}
         for k, m in enumerate(members):
             region, new = m.writes[0]
-            used_outside = new in outs_needed or any(j not in inside for j in readers.get(new, []))
-            if used_outside:
-                outputs.append(k)
-                writes.append((region, new))
+            b = first[new]
+            last_write[b] = k
+            first_region.setdefault(b, region)
+        outputs, writes = [], []
+        ok = True
+        for k, m in enumerate(members):
+            region, new = m.writes[0]
+            member_readers = [j for j in readers.get(new, []) if j not in set(grp)]
+            used_outside = new in outs_needed or any(
+                j not in inside or g.nodes[j].op == "view" for j in member_readers)
+            if not used_outside:
+                continue
+            b = first[new]
+            if last_write[b] != k:
+                ok = False
+                break
+            outputs.append(k)
+            writes.append((first_region[b], new))
+        if not ok:
+            continue
         program = {"n": _numel(g.values[members[0].writes[0][0]]),
                    "inputs": [g.values[v]["dtype"] for v in inputs],
                    "steps": steps, "outputs": outputs}
         node = Node(writes[0][1] if writes else -1, "fused", [Ref(v) for v in inputs],
                     {"program": program}, writes)
-        # at the last member's place: every allocation the outputs need came before
+        # at the last member's place: every allocation the outputs need came
+        # before; the views among the members follow it
         replace[grp[-1]] = node
         drop.update(grp[:-1])
-    g.nodes = [replace.get(i, n) for i, n in enumerate(g.nodes) if i not in drop]
+        views = [i for i in range(grp[0], grp[-1]) if g.nodes[i].op == "view"]
+        drop.update(views)
+        moved[grp[-1]] = [g.nodes[i] for i in views]
+    nodes: list[Node] = []
+    for i, n in enumerate(g.nodes):
+        if i in replace:
+            nodes.append(replace[i])
+            nodes += moved.get(i, [])
+        elif i not in drop:
+            nodes.append(n)
+    g.nodes = nodes
     return dead_code(g)
 
 

@@ -40,12 +40,17 @@ def bind_input(i: int, t: Any, v: dict[str, Any], dev: Device) -> Tensor:
 
 def run(graph: Graph, inputs: dict[int, Tensor], dev: Device) -> Any:
     """Execute ``graph`` on ``dev``; ``inputs`` maps each input node's id to its
-    bound buffer tensor. Returns the outputs, tensors rebuilt as views."""
-    return run_env(graph, inputs, dev)[0]
+    bound buffer tensor. Returns the outputs, tensors rebuilt as views. Runs the
+    graph's plan for ``dev`` (``rtxcore.jit.plan``: made on first use)."""
+    from .plan import plan_for
+
+    dev = ready_device(dev)
+    return plan_for(graph, dev)(inputs)
 
 
 def run_env(graph: Graph, inputs: dict[int, Tensor], dev: Device) -> tuple[Any, dict[int, Tensor]]:
-    """``run``, also returning every value's tensor by id."""
+    """``run`` by interpreting the graph node by node, also returning every
+    value's tensor by id (the reference a plan is tested against)."""
     dev = ready_device(dev)
     env: dict[int, Tensor] = dict(inputs)
     vals = graph.values
@@ -101,11 +106,10 @@ def run_env(graph: Graph, inputs: dict[int, Tensor], dev: Device) -> tuple[Any, 
 _FUSED: dict[tuple[Any, str], Any] = {}  # (device, program) -> runner or None
 
 
-def _run_fused(n: Any, env: dict[int, Tensor], dev: Device) -> None:
-    """A fused group: the backend's runner for it, else its steps one by one."""
+def fused_runner(prog: dict[str, Any], dev: Device) -> Any:
+    """The backend's runner for a fused program on ``dev`` (None: it has none)."""
     import json
 
-    prog = n.attrs["program"]
     key = (dev, json.dumps(prog, sort_keys=True, default=str))
     fn = _FUSED.get(key, False)
     if fn is False:
@@ -113,6 +117,13 @@ def _run_fused(n: Any, env: dict[int, Tensor], dev: Device) -> None:
         if len(_FUSED) > 1024:
             _FUSED.clear()
         _FUSED[key] = fn
+    return fn
+
+
+def _run_fused(n: Any, env: dict[int, Tensor], dev: Device) -> None:
+    """A fused group: the backend's runner for it, else its steps one by one."""
+    prog = n.attrs["program"]
+    fn = fused_runner(prog, dev)
     count = prog["n"]
     flat = (count,)
 

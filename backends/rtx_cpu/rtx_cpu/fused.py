@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-BLOCK = 1 << 15
+BLOCK = 1 << 16
 
 
 def runner(program: dict[str, Any], kernels: dict[str, Callable[..., None]]) -> Callable[..., None] | None:
@@ -26,7 +26,9 @@ def runner(program: dict[str, Any], kernels: dict[str, Callable[..., None]]) -> 
             for op, dt, operands in steps]
 
     # scratch slots, reused once a step's result has had its last reader (fewer
-    # block-sized arrays: the working set stays in cache)
+    # block-sized arrays: the working set stays in cache). A step may write over
+    # an operand that dies at it: elementwise kernels read each element before
+    # writing it, and a result in the slot its operand just used stays hot.
     last = {}
     for k, (_, _, operands) in enumerate(plan):
         for kind, v in operands:
@@ -36,8 +38,9 @@ def runner(program: dict[str, Any], kernels: dict[str, Callable[..., None]]) -> 
     slot_dtype: list[np.dtype] = []
     free: list[int] = []
     for k, (_, dt, operands) in enumerate(plan):
-        dying = [v for kind, v in operands if kind == "step" and last.get(v) == k
-                 and v in slot_of]
+        for kind, v in operands:
+            if kind == "step" and last.get(v) == k and v in slot_of and slot_of[v] not in free:
+                free.append(slot_of[v])
         if k not in outputs:
             pick = next((s for s in free if slot_dtype[s] == dt), None)
             if pick is None:
@@ -46,14 +49,15 @@ def runner(program: dict[str, Any], kernels: dict[str, Callable[..., None]]) -> 
             else:
                 free.remove(pick)
             slot_of[k] = pick
-        free.extend(slot_of[v] for v in dying if slot_of[v] not in free and v != k)
 
     # the block loop as straight-line Python, made once per program: one call per
-    # step and block, no per-operand dispatch (at 4M elements and 32K blocks a
-    # ten-step group makes ~1,300 calls, and interpreting the plan each time cost
-    # a third of the group's time)
+    # step and block, no per-operand dispatch (at 4M elements and 64K blocks a
+    # ten-step group makes ~650 calls, and interpreting the plan each time cost
+    # a third of the group's time). A kernel that is a plain ufunc (``.ufunc``,
+    # see ``rtxcore.dispatch.xp``) is called directly, with a float constant
+    # made the step's own float type, as NumPy would convert it anyway.
     used_in = sorted({v for _, _, operands in plan for kind, v in operands if kind == "in"})
-    env: dict[str, Any] = {"np": np, "BLOCK": BLOCK}
+    env: dict[str, Any] = {"np": np, "BLOCK": BLOCK, "__name__": __name__}  # warnings filter
     lines = ["def run(outs, ins):",
              *(f"    I{v} = ins[{v}].reshape(-1)" for v in used_in),
              *(f"    O{j} = outs[{j}].reshape(-1)" for j in range(len(outputs))),
@@ -65,8 +69,9 @@ def runner(program: dict[str, Any], kernels: dict[str, Callable[..., None]]) -> 
              *(f"        i{v} = I{v}[i:j]" for v in used_in)]
     for s, dt in enumerate(slot_dtype):
         env[f"D{s}"] = dt
-    for k, (kern, _, operands) in enumerate(plan):
-        env[f"K{k}"] = kern
+    for k, (kern, dt, operands) in enumerate(plan):
+        ufunc = getattr(kern, "ufunc", None)
+        env[f"K{k}"] = ufunc or kern
         args = []
         for kind, v in operands:
             if kind == "in":
@@ -74,10 +79,15 @@ def runner(program: dict[str, Any], kernels: dict[str, Callable[..., None]]) -> 
             elif kind == "step":
                 args.append(f"v{v}")
             else:
+                if ufunc is not None and isinstance(v, float) and dt.kind == "f" \
+                        and all(kd != "in" or program["inputs"][w] == dt.name
+                                for kd, w in operands):
+                    v = dt.type(v)
                 env[f"C{k}_{len(args)}"] = v
                 args.append(f"C{k}_{len(args)}")
         dst = f"O{outputs[k]}[i:j]" if k in outputs else f"S{slot_of[k]}[:m]"
         lines.append(f"        v{k} = {dst}")
-        lines.append(f"        K{k}(v{k}, {', '.join(args)})")
+        lines.append(f"        K{k}({', '.join(args)}, out=v{k})" if ufunc is not None
+                     else f"        K{k}(v{k}, {', '.join(args)})")
     exec(compile("\n".join(lines), f"<fused cpu program of {len(plan)} steps>", "exec"), env)
     return env["run"]

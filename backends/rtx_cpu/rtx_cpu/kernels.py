@@ -21,7 +21,7 @@ from .window_kernels import max_pool2d_tiled, max_pool2d_tiled_backward
 # raised from the kernels' module are ignored, and at no per-op cost (np.errstate
 # costs about 1 us a call, more than a tiny add).
 warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"rtxcore\.dispatch\.xp")
-warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"rtx_cpu\.kernels")
+warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"rtx_cpu\.(kernels|fused)")
 
 
 # -- memory: a buffer is any C-contiguous ndarray; views are ndarrays over it

@@ -120,8 +120,8 @@ def source(program: dict[str, Any], name: str = "fused") -> str:
     """The CUDA C of kernel ``name`` running ``program``: ``name(o0, ..., x0,
     ..., n)``, each output and input a pointer to ``n`` contiguous elements."""
     ins, steps, outs = program["inputs"], program["steps"], program["outputs"]
-    params = [f"{CTYPE[steps[k][1]]}* __restrict__ o{j}" for j, k in enumerate(outs)]
-    params += [f"const {CTYPE[dt]}* __restrict__ x{i}" for i, dt in enumerate(ins)]
+    params = [f"{CTYPE[steps[k][1]]}* o{j}" for j, k in enumerate(outs)]
+    params += [f"const {CTYPE[dt]}* x{i}" for i, dt in enumerate(ins)]
     params.append("const long long n")
     read = {v for _, _, operands in steps for kind, v in operands if kind == "in"}
     body = [f"const {CTYPE[dt]} p{i} = x{i}[i];" for i, dt in enumerate(ins) if i in read]
