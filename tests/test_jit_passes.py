@@ -37,6 +37,9 @@ step = st.one_of(
     st.tuples(st.just("view"), st.sampled_from(["t", "slice", "row"]), st.integers(0, 99)),
     st.tuples(st.just("inplace"), st.sampled_from(["add_", "mul_"]), st.integers(0, 99),
               st.integers(0, 99)),
+    # a one-element tensor broadcast (a step size, a clipping coefficient)
+    st.tuples(st.just("sc"), st.sampled_from(["mul", "add_"]), st.integers(0, 99),
+              st.integers(0, 99)),
     # in place into an argument: the caller sees it (an optimizer's update)
     st.tuples(st.just("arg_inplace"), st.sampled_from(["add_", "mul_", "sub_"]),
               st.integers(0, 2), st.integers(0, 99)),
@@ -61,6 +64,14 @@ def _program(steps):
             elif kind == "k":
                 v = vals[s[2] % len(vals)]
                 vals.append(v + s[3] if s[1] == "add" else v * s[3])
+            elif kind == "sc":
+                a, b = vals[s[2] % len(vals)], vals[s[3] % len(vals)]
+                if s[1] == "mul":
+                    vals.append(a * (b.sum() * 0.1))
+                elif len(vals) > 3:
+                    t = vals[3 + s[2] % (len(vals) - 3)]
+                    if t._base is None:
+                        t.add_(b.amax())
             elif kind == "view":
                 v = vals[s[2] % len(vals)]
                 if v.ndim == 2 and v.shape[0] == 4 and v.shape[1] == 4:
@@ -93,7 +104,7 @@ def _inputs(seed, device):
                                    "plan_memory", "optimize"])
 @pytest.mark.parametrize("dev", ["cpu", "opencl"])  # the fuse hooks of both; prims below
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(steps=st.lists(step, min_size=1, max_size=12), seed=st.integers(0, 3))
+@given(steps=st.lists(step, min_size=1, max_size=16), seed=st.integers(0, 3))
 def test_a_pass_keeps_what_the_program_computes(which, dev, steps, seed):
     f = _program(steps)
     args = _inputs(seed, dev)

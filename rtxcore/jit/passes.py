@@ -22,6 +22,7 @@ import copy
 from typing import Any, Iterable
 
 from ..dispatch import ops as OPS
+from ..dispatch.types import contiguous_strides
 from .graph import Graph, Node, Ref, _refs
 
 PURE_SKIP = {"uniform", "normal", "empty", "from_host", "to_host"}
@@ -83,17 +84,27 @@ def dead_code(g: Graph) -> Graph:
     first = _buffer_of_versions(g)
     inputs = {n.id for n in g.nodes if n.op == "input"}
     live: set[int] = set()
+
+    def keep(vid: int) -> None:
+        # a view and the versions it shows (a view may come before the node making
+        # its version: fusion moves kernels later past views)
+        while True:
+            live.add(vid)
+            v = g.values.get(vid)
+            if v is None or "of" not in v:
+                return
+            vid = v["of"]
+
     for vid in _output_ids(g.outputs):
-        live.add(vid)
+        keep(vid)
     # an input buffer's final version is observable
     for b, v in _final_versions(g).items():
         if b in inputs:
-            live.add(v)
+            keep(v)
     kept: list[Node] = []
     for n in reversed(g.nodes):
         if n.op == "view":
             if n.id in live:
-                live.add(n.args[0].id)
                 kept.append(n)
             continue
         if n.op in ("input", "const", "alloc"):
@@ -105,11 +116,11 @@ def dead_code(g: Graph) -> Graph:
         kept.append(n)
         for region, new in n.writes:
             # a partial write keeps what it doesn't overwrite: the old version is read
-            live.add(region)
+            keep(region)
             if region != _root(g, region) or n.op in ("scatter_add", "index_put"):
-                live.add(_root(g, region))
+                keep(_root(g, region))
         for r in _refs(n.args):
-            live.add(r.id)
+            keep(r.id)
     # views and versions read by a kept node mark their buffers live
     kept.reverse()
     used_buffers = {first.get(_root(g, v), v) for v in live if v in g.values}
@@ -259,139 +270,209 @@ def _numel(v: dict[str, Any]) -> int:
     return n
 
 
+MAX_STEPS = 64  # a fused group's size: its kernel's arguments and its compile time stay small
+MAX_BUFFERS = 24  # inputs + outputs of one group
+
+
+def _whole(g: Graph, vid: int) -> bool:
+    """A buffer version, or a view showing all of its buffer in order (a reshape)."""
+    v = g.values[vid]
+    if "of" not in v:
+        return True
+    if v["offset"] != 0 or list(v["strides"]) != list(contiguous_strides(tuple(v["shape"]))):
+        return False
+    base = g.values[_root(g, vid)]
+    return _numel(v) == _numel(base) and v["dtype"] == base["dtype"]
+
+
+def _one_element(v: dict[str, Any]) -> bool:
+    """A view that shows one element everywhere (a 0-stride broadcast of a scalar)."""
+    return "of" in v and all(s == 0 or d == 1 for d, s in zip(v["shape"], v["strides"]))
+
+
 def fuse_elementwise(g: Graph, min_nodes: int = 2) -> Graph:
-    """Runs of consecutive elementwise kernels over the same number of elements
-    become one ``fused`` node. Each member writes a whole buffer -- a fresh one,
-    or one it updates in place (``p.mul_(0.9)``, an optimizer's state) -- and
-    reads whole buffers of that count, or scalars. Allocations and views between
-    members don't end a run (a view moves after the fused node: no member reads
-    it). A group computes element ``i`` of every step from element ``i`` of its
+    """Elementwise kernels over the same number of elements become one ``fused``
+    node. Each member writes a whole buffer -- a fresh one, or one it updates in
+    place (``p.mul_(0.9)``, an optimizer's state) -- and reads whole buffers of
+    that count, one element broadcast to all (``["scalar", i]``: a step size
+    held in a tensor, a clipping coefficient), or Python scalars.
+
+    Members wait in their group, which runs where the first node that must
+    follow them appears (it reads what they wrote, or writes what they read or
+    wrote); every other node passing them touches other buffers. Groups of
+    different sizes stay open side by side, so an optimizer's updates of
+    parameters of several shapes, with its scalar arithmetic between them, fuse
+    into one node per size.
+
+    A group computes element ``i`` of every step from element ``i`` of its
     operands, and a step reading a buffer comes before any step writing it anew,
     so running the group element by element (or block by block) is the program."""
     g = _clone(g)
-    # every read of every value, to know which group results are needed outside
+    # every read of every buffer version (through a view too), to know which
+    # group results are needed outside; views themselves are layout, not reads
     readers: dict[int, list[int]] = {}
     for i, n in enumerate(g.nodes):
-        for r in _refs(n.args):
-            readers.setdefault(r.id, []).append(i)
         if n.op == "view":
-            readers.setdefault(n.args[0].id, []).append(i)
+            continue
+        for r in _refs(n.args):
+            readers.setdefault(_root(g, r.id), []).append(i)
         for region, _ in n.writes:  # a later write into a result needs its buffer
-            readers.setdefault(region, []).append(i)
-            if region != _root(g, region):
-                readers.setdefault(_root(g, region), []).append(i)
-    outs_needed = set(_output_ids(g.outputs))
+            readers.setdefault(_root(g, region), []).append(i)
+    outs_needed = {_root(g, v) for v in _output_ids(g.outputs)}
     first = _buffer_of_versions(g)
     # an input buffer's final version is seen by the caller, read or not
     inputs = {n.id for n in g.nodes if n.op == "input"}
     outs_needed |= {v for b, v in _final_versions(g).items() if b in inputs}
+
+    def buf(vid: int) -> int:
+        return first[_root(g, vid)]
 
     def fusable(n: Node) -> int | None:
         """The element count of a fusable node, else None."""
         if n.op not in ELEMENTWISE or len(n.writes) != 1 or n.attrs:
             return None
         region, _ = n.writes[0]
-        v = g.values[region]
-        if "of" in v:
+        if not _whole(g, region):
             return None
-        count = _numel(v)
+        count = _numel(g.values[region])
         for a in n.args:
             if isinstance(a, Ref):
                 v = g.values[a.id]
-                if "of" in v or _numel(v) != count:
+                if _numel(v) != count or not (_whole(g, a.id) or _one_element(v)):
                     return None
+                if not _whole(g, a.id) and count > 1 and buf(a.id) == buf(region):
+                    return None  # x.mul_(x[0]): element 0 would change under the others
             elif not isinstance(a, (bool, int, float)):
                 return None
         return count
 
-    groups: list[list[int]] = []
-    cur: list[int] = []
-    cur_n: int | None = None
-    for i, n in enumerate(g.nodes):
-        if n.op in ("alloc", "view"):
-            continue  # allocations and views don't break a run
-        c = fusable(n)
-        if c is not None and (not cur or c == cur_n):
-            cur.append(i)
-            cur_n = c
-            continue
-        if len(cur) >= min_nodes:
-            groups.append(cur)
-        cur, cur_n = ([i], c) if c is not None else ([], None)
-    if len(cur) >= min_nodes:
-        groups.append(cur)
-    if not groups:
-        return g
+    def reads_writes(n: Node) -> tuple[set[int], set[int]]:
+        r = {buf(x.id) for x in _refs(n.args)}
+        w = {buf(region) for region, _ in n.writes}
+        if n.op in ("scatter_add", "index_put") or any(region != _root(g, region)
+                                                       for region, _ in n.writes):
+            r |= w  # a partial write keeps the rest: it reads its buffer too
+        return r, w
 
-    replace: dict[int, Node] = {}
-    drop: set[int] = set()
-    moved: dict[int, list[Node]] = {}  # fused node's index -> views moved after it
-    for grp in groups:
+    class Group:
+        def __init__(self, count: int) -> None:
+            self.members: list[int] = []
+            self.count = count
+            self.rb: set[int] = set()  # buffers the members read
+            self.wb: set[int] = set()  # ... and write
+            self.made: set[int] = set()  # versions the members make
+            self.sb: set[int] = set()  # buffers read through one-element views
+            self.refs: set[int] = set()
+
+        def add(self, i: int) -> None:
+            n = g.nodes[i]
+            r, w = reads_writes(n)
+            self.members.append(i)
+            self.rb |= r
+            self.wb |= w
+            self.made |= {new for _, new in n.writes}
+            self.sb |= {buf(x.id) for x in _refs(n.args) if not _whole(g, x.id)}
+            self.refs |= {x.id for x in _refs(n.args) if _root(g, x.id) not in self.made}
+
+        def admits(self, n: Node) -> bool:
+            if len(self.members) >= MAX_STEPS:
+                return False
+            if len(self.refs | {x.id for x in _refs(n.args)}) + len(self.wb) + 1 > MAX_BUFFERS:
+                return False
+            # one element read by every element: no member may write its buffer
+            # (element i's step would race element 0's read)
+            scalars = {buf(x.id) for x in _refs(n.args) if not _whole(g, x.id)}
+            return not (scalars & self.wb) and not ({buf(r) for r, _ in n.writes} & self.sb)
+
+        def conflicts(self, r: set[int], w: set[int]) -> bool:
+            """Whether a node reading ``r`` and writing ``w`` must stay after the
+            members (it reads what they write, or writes what they touch)."""
+            return bool(r & self.wb) or bool(w & (self.wb | self.rb))
+
+    # Members wait in their group, which runs where the first node that must
+    # follow them appears: a node reading what they wrote, or writing what they
+    # read or wrote. Everything else that passes them touches other buffers, so
+    # the order between them doesn't matter. Groups of different element counts
+    # stay open side by side (a model's parameters have several sizes); two
+    # open groups never touch the same buffers (the second to do so would have
+    # closed the first), so neither order between them matters either.
+    open_groups: dict[int, Group] = {}
+    nodes: list[Node] = []
+
+    def close(c: int) -> None:
+        nodes.extend(_fused_node(open_groups.pop(c).members))
+
+    def _fused_node(grp: list[int]) -> list[Node]:
         members = [g.nodes[i] for i in grp]
+        if len(grp) < min_nodes:
+            return members
+        member_set = set(grp)
         made = {new: k for k, m in enumerate(members) for _, new in m.writes}
-        inside = set(range(grp[0], grp[-1] + 1))
-        inputs: list[int] = []
+        ins: list[int] = []
         steps = []
         for m in members:
             operands = []
             for a in m.args:
                 if isinstance(a, Ref):
-                    if a.id in made:
-                        operands.append(["step", made[a.id]])
+                    if _root(g, a.id) in made:  # the version, or a reshape of it
+                        operands.append(["step", made[_root(g, a.id)]])
                     else:
-                        if a.id not in inputs:
-                            inputs.append(a.id)
-                        operands.append(["in", inputs.index(a.id)])
+                        if a.id not in ins:
+                            ins.append(a.id)
+                        kind = "in" if _whole(g, a.id) else "scalar"
+                        operands.append([kind, ins.index(a.id)])
                 else:
                     operands.append(["const", a])
             region, _ = m.writes[0]
             steps.append([m.op, g.values[region]["dtype"], operands])
         # the buffers the group writes: each once, with its last version; an
-        # earlier version needed outside (rare: a view of it read later) would
-        # be overwritten before its reader ran, so such a group stays unfused
+        # earlier version needed outside would be overwritten before its reader
+        # ran, so such a group stays unfused (its reader closes the group first,
+        # so this is a safeguard)
         last_write: dict[int, int] = {}
         first_region: dict[int, int] = {}
         for k, m in enumerate(members):
             region, new = m.writes[0]
-            b = first[new]
-            last_write[b] = k
-            first_region.setdefault(b, region)
+            last_write[first[new]] = k
+            first_region.setdefault(first[new], region)
         outputs, writes = [], []
-        ok = True
         for k, m in enumerate(members):
             region, new = m.writes[0]
-            member_readers = [j for j in readers.get(new, []) if j not in set(grp)]
-            used_outside = new in outs_needed or any(
-                j not in inside or g.nodes[j].op == "view" for j in member_readers)
-            if not used_outside:
+            if not (new in outs_needed or any(j not in member_set for j in readers.get(new, []))):
                 continue
-            b = first[new]
-            if last_write[b] != k:
-                ok = False
-                break
+            if last_write[first[new]] != k:
+                return members
             outputs.append(k)
-            writes.append((first_region[b], new))
-        if not ok:
-            continue
+            writes.append((first_region[first[new]], new))
         program = {"n": _numel(g.values[members[0].writes[0][0]]),
-                   "inputs": [g.values[v]["dtype"] for v in inputs],
+                   "inputs": [g.values[v]["dtype"] for v in ins],
                    "steps": steps, "outputs": outputs}
-        node = Node(writes[0][1] if writes else -1, "fused", [Ref(v) for v in inputs],
-                    {"program": program}, writes)
-        # at the last member's place: every allocation the outputs need came
-        # before; the views among the members follow it
-        replace[grp[-1]] = node
-        drop.update(grp[:-1])
-        views = [i for i in range(grp[0], grp[-1]) if g.nodes[i].op == "view"]
-        drop.update(views)
-        moved[grp[-1]] = [g.nodes[i] for i in views]
-    nodes: list[Node] = []
+        return [Node(writes[0][1] if writes else -1, "fused", [Ref(v) for v in ins],
+                     {"program": program}, writes)]
+
     for i, n in enumerate(g.nodes):
-        if i in replace:
-            nodes.append(replace[i])
-            nodes += moved.get(i, [])
-        elif i not in drop:
+        if n.op in ("alloc", "input", "const"):
+            nodes.append(n)  # a new buffer: nothing waiting touches it
+            continue
+        if n.op == "view":
+            nodes.append(n)  # layout only: it reads no memory (see run_env)
+            continue
+        r, w = reads_writes(n)
+        c = fusable(n)
+        home = open_groups.get(c) if c is not None else None
+        for k in [k for k, grp in open_groups.items() if grp is not home and grp.conflicts(r, w)]:
+            close(k)
+        if c is None or "rng" in n.attrs:
             nodes.append(n)
+            continue
+        if home is not None and not home.admits(n):
+            close(c)
+            home = None
+        if home is None:
+            home = open_groups[c] = Group(c)
+        home.add(i)
+    for k in list(open_groups):
+        close(k)
     g.nodes = nodes
     return dead_code(g)
 

@@ -166,15 +166,9 @@ class _Builder:
         return self.env["replay"]
 
     def _roots(self) -> None:
-        root = self.root
-        for n in self.g.nodes:
-            if n.op in ("input", "const", "alloc"):
-                root[n.id] = n.id
-            elif n.op == "view":
-                root[n.id] = root[n.args[0].id]
-            else:
-                for region, new in n.writes:
-                    root[new] = root[region]
+        from .run import buffer_roots
+
+        self.root = buffer_roots(self.g)
 
     def _kernel(self, n: Any) -> list[str]:
         dev, op = self.dev, n.op
@@ -202,30 +196,36 @@ class _Builder:
         return pre + [f"{self.bind(k, 'K')}({', '.join(call_args)})"]
 
     def _fused(self, n: Any) -> list[str]:
-        from .run import fused_runner, run_steps
+        from .run import fused_runner, run_steps, scalar_inputs
 
         prog = n.attrs["program"]
         fn = fused_runner(prog, self.dev)
         count = prog["n"]
+        scalars = scalar_inputs(prog)
 
-        def flat(vid: int) -> str:  # fused operands are whole buffers: offset 0
-            return f"VIEW(b{self.root[vid]}, ({count},), (1,), 0, " \
-                   f"{self.bind(D.BY_NAME[self.g.values[vid]['dtype']], 'DT')})"
+        def where(vid: int, i: int | None = None) -> str:
+            # outputs and inputs are whole buffers (offset 0) of ``count``
+            # elements; a scalar input one element of a buffer
+            val = self.g.values[vid]
+            shape, off = ((1,), _safe_offset(val.get("offset", 0), (1,))) if i in scalars \
+                else ((count,), 0)
+            return f"b{self.root[vid]}, {shape!r}, (1,), {off}, " \
+                   f"{self.bind(D.BY_NAME[val['dtype']], 'DT')}"
 
         if fn is not None:
-            outs = ", ".join(flat(r) for r, _ in n.writes)
-            ins = ", ".join(flat(a.id) for a in n.args)
+            outs = ", ".join(f"VIEW({where(r)})" for r, _ in n.writes)
+            ins = ", ".join(f"VIEW({where(a.id, i)})" for i, a in enumerate(n.args))
             return [f"{self.bind(fn, 'F')}([{outs}], [{ins}])"]
         self.env["run_steps"] = run_steps
 
-        def flat_t(vid: int) -> str:
+        def flat_t(vid: int, i: int | None = None) -> str:
             r = self.root[vid]
             self.need_storage.add(r)
-            return f"make(s{r}, ({count},), (1,), 0, " \
-                   f"{self.bind(D.BY_NAME[self.g.values[vid]['dtype']], 'DT')}, DEV)"
+            layout = where(vid, i).split(", ", 1)[1]  # all but the buffer
+            return f"make(s{r}, {layout}, DEV)"
 
         outs = ", ".join(flat_t(r) for r, _ in n.writes)
-        ins = ", ".join(flat_t(a.id) for a in n.args)
+        ins = ", ".join(flat_t(a.id, i) for i, a in enumerate(n.args))
         return [f"run_steps({self.bind(prog, 'P')}, [{outs}], [{ins}], DEV)"]
 
     def _outputs(self, o: Any) -> str:

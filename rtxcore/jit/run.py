@@ -54,6 +54,7 @@ def run_env(graph: Graph, inputs: dict[int, Tensor], dev: Device) -> tuple[Any, 
     dev = ready_device(dev)
     env: dict[int, Tensor] = dict(inputs)
     vals = graph.values
+    roots = buffer_roots(graph)
     for n in graph.nodes:
         op = n.op
         if op == "input":
@@ -67,14 +68,14 @@ def run_env(graph: Graph, inputs: dict[int, Tensor], dev: Device) -> tuple[Any, 
                 as_view(env[home], shape, contiguous_strides(shape), 0)
         elif op == "fused":
             _run_fused(n, env, dev)
-            for region, new in n.writes:  # fused outputs are whole fresh buffers
-                env[new] = env[region]
+            for region, new in n.writes:  # fused outputs are whole buffers
+                env[new] = _buffer_of(region, env, vals)
         elif op == "const":
             env[n.id] = from_host(graph.constants[n.attrs["name"]], dev)
-        elif op == "view":
+        elif op == "view":  # of the buffer: a view is layout, whichever version it shows
             v = vals[n.id]
-            env[n.id] = as_view(env[n.args[0].id], tuple(v["shape"]), tuple(v["strides"]),
-                                v["offset"])
+            env[n.id] = as_view(env[roots[n.args[0].id]], tuple(v["shape"]),
+                                tuple(v["strides"]), v["offset"])
         else:
             read = len(n.writes) if op in READS_OUT else 0
             node_args = n.args
@@ -106,6 +107,32 @@ def run_env(graph: Graph, inputs: dict[int, Tensor], dev: Device) -> tuple[Any, 
 _FUSED: dict[tuple[Any, str], Any] = {}  # (device, program) -> runner or None
 
 
+def buffer_roots(graph: Graph) -> dict[int, int]:
+    """value id -> the id of the input, const or alloc whose buffer it shows. (A
+    view may come before the node making the version it shows: the optimiser
+    moves kernels later past views, which are layout only.)"""
+    parent: dict[int, int] = {}
+    for n in graph.nodes:
+        if n.op in ("input", "const", "alloc"):
+            parent[n.id] = n.id
+        elif n.op == "view":
+            parent[n.id] = n.args[0].id
+        else:
+            for region, new in n.writes:
+                parent[new] = region
+    root: dict[int, int] = {}
+    for v in parent:
+        path = []
+        while v not in root and parent[v] != v:
+            path.append(v)
+            v = parent[v]
+        r = root.get(v, v)
+        for p in path:
+            root[p] = r
+        root[v] = r
+    return root
+
+
 def fused_runner(prog: dict[str, Any], dev: Device) -> Any:
     """The backend's runner for a fused program on ``dev`` (None: it has none)."""
     import json
@@ -125,29 +152,44 @@ def _run_fused(n: Any, env: dict[int, Tensor], dev: Device) -> None:
     prog = n.attrs["program"]
     fn = fused_runner(prog, dev)
     count = prog["n"]
-    flat = (count,)
+    scalars = scalar_inputs(prog)
 
-    def flat_view(t: Tensor) -> Tensor:
-        return as_view(t, flat, (1,), t._offset) if t._shape != flat else t
+    def flat_view(t: Tensor, shape: tuple[int, ...]) -> Tensor:
+        return as_view(t, shape, (1,), t._offset) if t._shape != shape else t
 
-    outs = [flat_view(env[r]) for r, _ in n.writes]
-    ins = [flat_view(env[a.id]) for a in n.args]
+    outs = [flat_view(env[r], (count,)) for r, _ in n.writes]
+    ins = [flat_view(env[a.id], (1,) if i in scalars else (count,)) for i, a in enumerate(n.args)]
     if fn is not None:
         fn([view_of(t) for t in outs], [view_of(t) for t in ins])
         return
     run_steps(prog, outs, ins, dev)
 
 
+def scalar_inputs(prog: dict[str, Any]) -> set[int]:
+    """The inputs a fused program reads as ``["scalar", i]``: one element each."""
+    return {v for _, _, operands in prog["steps"] for kind, v in operands if kind == "scalar"}
+
+
 def run_steps(prog: dict[str, Any], outs: list[Tensor], ins: list[Tensor], dev: Device) -> None:
     """A fused program's steps one by one through ``dev``'s kernels (what a
     backend without ``Backend.fuse`` gets, and the conformance suite's reference):
-    ``outs``/``ins`` are tensors of ``prog["n"]`` contiguous elements."""
+    ``outs`` are tensors of ``prog["n"]`` contiguous elements, ``ins`` too but
+    for the scalar inputs, one element each."""
     where = {k: j for j, k in enumerate(prog["outputs"])}
+    count = prog["n"]
     vals: list[Tensor] = []
     for k, (op, dt, operands) in enumerate(prog["steps"]):
-        o = outs[where[k]] if k in where else empty((prog["n"],), D.BY_NAME[dt], dev)
-        args = [view_of(ins[v]) if kind == "in" else view_of(vals[v]) if kind == "step" else v
-                for kind, v in operands]
+        o = outs[where[k]] if k in where else empty((count,), D.BY_NAME[dt], dev)
+        args = []
+        for kind, v in operands:
+            if kind == "in":
+                args.append(view_of(ins[v]))
+            elif kind == "scalar":
+                args.append(view_of(as_view(ins[v], (count,), (0,), ins[v]._offset)))
+            elif kind == "step":
+                args.append(view_of(vals[v]))
+            else:
+                args.append(v)
         kernel(dev, op)(view_of(o), *args)
         vals.append(o)
 

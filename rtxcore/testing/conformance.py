@@ -501,7 +501,16 @@ FUSE_PROGRAMS: list[dict[str, Any]] = [
                ["neg", "int32", [["step", 1]]],
                ["minimum", "int32", [["step", 2], ["in", 1]]]],
      "outputs": [3]},
+    {"n": 1001, "inputs": ["float32", "float32", "float32"],  # an optimizer's update:
+     "steps": [["mul", "float32", [["in", 0], ["scalar", 2]]],  # a step size in a tensor,
+               ["sqrt", "float32", [["in", 1]]],                # output 0 written over
+               ["add", "float32", [["step", 1], ["const", 1e-8]]],  # input 0 (in place)
+               ["div", "float32", [["step", 0], ["step", 2]]],
+               ["sub", "float32", [["in", 0], ["step", 3]]]],
+     "outputs": [4]},
 ]
+# program -> (output, input): that output is written into that input's memory
+FUSE_ALIAS: dict[int, tuple[int, int]] = {3: (0, 0)}
 
 
 def fuse_entries(device: str) -> list[Entry]:
@@ -509,7 +518,7 @@ def fuse_entries(device: str) -> list[Entry]:
     one on cpu; "missing" where the backend has no runner (the core then runs
     the steps through the device's kernels, each checked by its own rows)."""
     from .. import dtype as D
-    from ..jit.run import run_steps
+    from ..jit.run import run_steps, scalar_inputs
     from ..ops.core import empty, ready_device, view_of
 
     dev = ready_device(device)
@@ -529,14 +538,19 @@ def fuse_entries(device: str) -> list[Entry]:
             out.append((name, "missing", 0.0, "no fused runner: the core runs the steps one by one"))
             continue
         n = prog["n"]
+        scalars = scalar_inputs(prog)
         data = []
-        for dt in prog["inputs"]:
-            a = rng.standard_normal(n) * 3
-            a[:4] = [0.0, -0.0, np.nan, np.inf] if dt.startswith("float") else a[:4]
+        for q, dt in enumerate(prog["inputs"]):
+            a = rng.standard_normal(n if q not in scalars else 1) * 3
+            if q not in scalars:
+                a[:4] = [0.0, -0.0, np.nan, np.inf] if dt.startswith("float") else a[:4]
             data.append(a.astype(dt) if dt.startswith("float") else
-                        rng.integers(-100, 100, n).astype(dt))
-        ins = [_rc().tensor(a, device=device) for a in data]
+                        rng.integers(-100, 100, a.shape).astype(dt))
+        ins = [_rc().tensor(a.copy(), device=device) for a in data]
         outs = [empty((n,), D.BY_NAME[prog["steps"][k][1]], dev) for k in prog["outputs"]]
+        if i in FUSE_ALIAS:
+            j, into = FUSE_ALIAS[i]
+            outs[j] = ins[into]
         try:
             runner([view_of(t) for t in outs], [view_of(t) for t in ins])
         except Exception as exc:  # noqa: BLE001
@@ -546,7 +560,7 @@ def fuse_entries(device: str) -> list[Entry]:
         # so a row depends on the fused runner alone
         cpu = ready_device("cpu")
         refs = [empty((n,), D.BY_NAME[prog["steps"][k][1]], cpu) for k in prog["outputs"]]
-        run_steps(prog, refs, [_rc().tensor(a, device="cpu") for a in data], cpu)
+        run_steps(prog, refs, [_rc().tensor(a.copy(), device="cpu") for a in data], cpu)
         worst, bad = 0.0, ""
         for j, (o, r) in enumerate(zip(outs, refs)):
             got, want = o.cpu().numpy(), r.cpu().numpy()

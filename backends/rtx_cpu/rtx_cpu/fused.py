@@ -57,9 +57,12 @@ def runner(program: dict[str, Any], kernels: dict[str, Callable[..., None]]) -> 
     # see ``rtxcore.dispatch.xp``) is called directly, with a float constant
     # made the step's own float type, as NumPy would convert it anyway.
     used_in = sorted({v for _, _, operands in plan for kind, v in operands if kind == "in"})
+    scalars = sorted({v for _, _, operands in plan for kind, v in operands if kind == "scalar"})
     env: dict[str, Any] = {"np": np, "BLOCK": BLOCK, "__name__": __name__}  # warnings filter
     lines = ["def run(outs, ins):",
              *(f"    I{v} = ins[{v}].reshape(-1)" for v in used_in),
+             # a scalar input: its one element, broadcast by NumPy against the block
+             *(f"    i{v} = ins[{v}].reshape(-1)" for v in scalars),
              *(f"    O{j} = outs[{j}].reshape(-1)" for j in range(len(outputs))),
              f"    size = min(BLOCK, {n})",
              *(f"    S{s} = np.empty(size, D{s})" for s in range(len(slot_dtype))),
@@ -74,13 +77,15 @@ def runner(program: dict[str, Any], kernels: dict[str, Callable[..., None]]) -> 
         env[f"K{k}"] = ufunc or kern
         args = []
         for kind, v in operands:
-            if kind == "in":
+            if kind == "in" or (kind == "scalar" and ufunc is not None):
                 args.append(f"i{v}")
+            elif kind == "scalar":  # other kernels take views broadcast to the output
+                args.append(f"np.broadcast_to(i{v}, (m,))")
             elif kind == "step":
                 args.append(f"v{v}")
             else:
                 if ufunc is not None and isinstance(v, float) and dt.kind == "f" \
-                        and all(kd != "in" or program["inputs"][w] == dt.name
+                        and all(kd not in ("in", "scalar") or program["inputs"][w] == dt.name
                                 for kd, w in operands):
                     v = dt.type(v)
                 env[f"C{k}_{len(args)}"] = v

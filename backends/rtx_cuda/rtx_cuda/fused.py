@@ -124,10 +124,14 @@ def source(program: dict[str, Any], name: str = "fused") -> str:
     params += [f"const {CTYPE[dt]}* x{i}" for i, dt in enumerate(ins)]
     params.append("const long long n")
     read = {v for _, _, operands in steps for kind, v in operands if kind == "in"}
+    scalars = {v for _, _, operands in steps for kind, v in operands if kind == "scalar"}
     body = [f"const {CTYPE[dt]} p{i} = x{i}[i];" for i, dt in enumerate(ins) if i in read]
+    # a scalar input: one element, the same for every thread (read before the loop)
+    head = "".join(f"    const {CTYPE[dt]} p{i} = x{i}[0];\n" for i, dt in enumerate(ins)
+                   if i in scalars)
     step_dt = [dt for _, dt, _ in steps]
     for k, (op, dt, operands) in enumerate(steps):
-        known = [ins[v] if kind == "in" else step_dt[v] if kind == "step" else None
+        known = [ins[v] if kind in ("in", "scalar") else step_dt[v] if kind == "step" else None
                  for kind, v in operands]
         # the type the op computes in: its operands' (comparisons, logical ops,
         # cast) or its result's
@@ -137,7 +141,7 @@ def source(program: dict[str, Any], name: str = "fused") -> str:
             opnd = dt
         names = []
         for j, ((kind, v), d) in enumerate(zip(operands, known)):
-            if kind == "in":
+            if kind in ("in", "scalar"):
                 names.append(f"p{v}")
             elif kind == "step":
                 names.append(f"s{v}")
@@ -150,6 +154,7 @@ def source(program: dict[str, Any], name: str = "fused") -> str:
     body += [f"o{j}[i] = s{k};" for j, k in enumerate(outs)]
     loop = "\n        ".join(body)
     return (f'extern "C" __global__ void {name}({", ".join(params)})\n{{\n'
+            f"{head}"
             "    const long long stride = (long long)blockDim.x * gridDim.x;\n"
             "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; "
             "i += stride) {\n"

@@ -66,8 +66,13 @@ def source(program: dict[str, Any], width: int = 1) -> tuple[str, list[str]]:
         kinds += ["buf", "long"]
     body = ["const long i = get_global_id(0);"]
     vec = f"float{width}" if width > 1 else None
+    scalars = {v for _, _, operands in steps for kind, v in operands if kind == "scalar"}
     for i, dt in enumerate(ins):
-        if vec:
+        if i in scalars:  # one element, the same for every work-item
+            one = C.load(dt, f"p{i}", f"p{i}_o")
+            body.append(f"const {vec} x{i} = ({vec})({one});" if vec else
+                        f"const {C.CTYPE[dt][1]} x{i} = {one};")
+        elif vec:
             body.append(f"const {vec} x{i} = vload{width}(0, p{i} + p{i}_o + i * {width});")
         else:
             body.append(f"const {C.CTYPE[dt][1]} x{i} = {C.load(dt, f'p{i}', f'p{i}_o + i')};")
@@ -75,7 +80,7 @@ def source(program: dict[str, Any], width: int = 1) -> tuple[str, list[str]]:
     for k, (op, dt, operands) in enumerate(steps):
         def dtype_of(o: list[Any]) -> str | None:
             kind, v = o
-            return ins[v] if kind == "in" else step_dt[v] if kind == "step" else None
+            return ins[v] if kind in ("in", "scalar") else step_dt[v] if kind == "step" else None
 
         known = [dtype_of(o) for o in operands]
         if op == "where":
@@ -90,7 +95,7 @@ def source(program: dict[str, Any], width: int = 1) -> tuple[str, list[str]]:
         names = []
         for o, d in zip(operands, known):
             kind, v = o
-            names.append(f"x{v}" if kind == "in" else f"s{v}" if kind == "step"
+            names.append(f"x{v}" if kind in ("in", "scalar") else f"s{v}" if kind == "step"
                          else _literal(v, opnd if op != "where" or len(names) else "bool"))
         sub = dict(zip("abc", names))
         e = _TOKEN.sub(lambda m: f"({sub[m.group(1)]})", expr)
