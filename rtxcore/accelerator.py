@@ -120,3 +120,6 @@ def synchronize(device: Any = None) -> None:
     sync = getattr(registry.backends[name].backend, "synchronize", None)
     if sync is not None:
         sync(index)
+    from .ops.checks import raise_pending
+
+    raise_pending(Device(f"{name}:{index}"))  # an index check the device failed meanwhile

@@ -18,7 +18,7 @@ class Device:
     or ``is``. Also a context manager that makes it the default device."""
 
     __slots__ = ("type", "index", "_ready", "kernels", "backend", "_dtypes", "view", "_limits",
-                 "__weakref__")
+                 "_raw_to_host", "_pending_checks", "__weakref__")
 
     _interned: dict[tuple[str, int], "Device"] = {}
     _lock = threading.Lock()
@@ -91,10 +91,27 @@ class Device:
             )
         self.backend = b
         self.kernels = self._table(b)
+        self._pending_checks: list[Any] = []
+        if getattr(b, "async_errors", False):  # index checks queued on the device
+            self.kernels = self._checked_reads(self.kernels)
         self._dtypes = frozenset(_dt.BY_NAME[n] for n in b.dtypes(self.index))
         self.view = b.view
         self._ready = True
         return self
+
+    def _checked_reads(self, table: dict[str, Any]) -> dict[str, Any]:
+        """``table`` with ``to_host`` raising a pending index check's error first
+        (``rtxcore.ops.checks``: the host waits for the device there anyway)."""
+        from .ops.checks import raise_pending
+
+        raw = self._raw_to_host = table["to_host"]
+
+        def to_host(x: Any) -> Any:
+            if self._pending_checks:
+                raise_pending(self)
+            return raw(x)
+
+        return {**table, "to_host": to_host}
 
     def _table(self, b: Any) -> dict[str, Any]:
         """The kernel table this device uses: its backend's, shared by all its

@@ -160,6 +160,81 @@ def test_kernel_table_covers_every_primitive_from_the_shared_table():
     assert set(_OWN) == {"empty", "from_host", "to_host", "uniform", "normal"}
 
 
+class _RecordingXp:
+    """NumPy as an array module, recording the operands each matmul gets."""
+
+    __name__ = "recording"
+
+    def __init__(self):
+        self.calls = []
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+    def matmul(self, a, b, out):
+        self.calls.append((a.shape, b.shape, a.strides, b.strides))
+        return np.matmul(a, b, out=out)
+
+
+def test_a_weight_broadcast_over_the_batch_is_one_2d_matmul():
+    """(B, T, k) @ (k, m) reaches the kernel with the weight broadcast (stride 0);
+    the shared table hands the array library one (B*T, k) @ (k, m) product, not a
+    batch it would make contiguous (CuPy copies the weight once per batch)."""
+    from rtxcore.dispatch import xp
+
+    rec = _RecordingXp()
+    matmul = xp.kernels(rec)["matmul"]
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((3, 6)).astype(np.float32)
+    wb = np.broadcast_to(w, (4, 3, 6))
+    out = np.empty((4, 5, 6), np.float32)
+    a = rng.standard_normal((4, 5, 3)).astype(np.float32)
+    matmul(out, a, wb)
+    assert rec.calls == [((20, 3), (3, 6), (12, 4), (24, 4))]
+    np.testing.assert_allclose(out, a @ w, rtol=1e-6)
+    # rows that don't merge (a transposed batch) keep the batched call, still right
+    at = rng.standard_normal((4, 3, 5)).astype(np.float32).transpose(0, 2, 1)
+    rec.calls.clear()
+    matmul(out, at, wb)
+    assert [c[0] for c in rec.calls] == [(4, 5, 3)]
+    np.testing.assert_allclose(out, at @ w, rtol=1e-6)
+
+
+def test_integer_pow_asks_nothing_of_a_device_array_library():
+    """On an array library other than NumPy, integer pow is the library's own
+    (CuPy's follows C for negative exponents); no any() whose bool() would make
+    the host wait for the device."""
+    from rtxcore.dispatch import xp
+
+    class NoAny(_RecordingXp):
+        def any(self, *a, **k):
+            raise AssertionError("pow asked any(): a host wait on a device")
+
+    pw = xp.kernels(NoAny())["pow"]
+    out = np.empty(3, np.int64)
+    pw(out, np.array([2, -3, 4]), np.array([3, 2, 0]))
+    assert out.tolist() == [8, 9, 1]
+
+
+def test_cuda_masked_select_places_by_running_count(monkeypatch):
+    """rtx_cuda's masked_select (no second host wait: each selected element goes
+    to its running count), run with NumPy standing in for CuPy."""
+    from rtx_cuda import kernels as K
+    from rtx_cuda import runtime as R
+
+    monkeypatch.setattr(R, "cp", np, raising=False)
+    monkeypatch.setattr(K, "_shared", None)
+    ms = K._table()["masked_select"]
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((5, 7)).astype(np.float32)
+    for mask in (rng.random((5, 7)) < 0.4, np.zeros((5, 7), bool), np.ones((5, 7), bool),
+                 np.broadcast_to(rng.random(7) < 0.5, (5, 7))):
+        out = np.empty(int(mask.sum()), np.float32)
+        ms(out, x, mask)
+        np.testing.assert_array_equal(out, x[mask])
+    monkeypatch.setattr(K, "_shared", None)
+
+
 def test_importing_the_kernels_does_not_import_cupy():
     p = _run("import sys; import rtx_cuda.kernels as k; assert len(k.KERNELS) > 40; "
              "print('cupy' in sys.modules)")
@@ -401,3 +476,22 @@ def test_each_device_computes_on_itself():
         y = (x * 3).sum()
         assert y.device == rc.device(f"cuda:{i}") and y.item() == 3000
         assert y.__dlpack_device__() == (2, i)
+
+
+def test_argmax_and_argmin_take_the_first_nan_on_a_device_library():
+    """NumPy's rule (the first NaN wins) composed without a host wait for array
+    libraries whose reductions may keep any of several NaNs."""
+    from rtxcore.dispatch import xp
+
+    table = xp.kernels(_RecordingXp())
+    x = np.array([[1.0, np.nan, 5.0, np.nan], [2.0, 7.0, -1.0, 0.5],
+                  [np.nan, np.nan, np.nan, 3.0]], np.float32)
+    for name, ref in (("argmax", np.argmax), ("argmin", np.argmin)):
+        for axis in (0, 1):
+            out = np.empty(np.argmax(x, axis=axis, keepdims=True).shape, np.int64)
+            table[name](out, x, axis)
+            np.testing.assert_array_equal(out, ref(x, axis=axis, keepdims=True))
+    ints = np.array([[3, 1, 3]])
+    out = np.empty((1, 1), np.int64)
+    table["argmax"](out, ints, 1)
+    assert out.item() == 0

@@ -32,7 +32,8 @@ MATMUL_SHAPES = [
     ((3, 4), (4, 5)),                # 2-D . 2-D
     ((1, 1), (1, 1)),
     ((2, 3, 4), (2, 4, 5)),          # batched
-    ((2, 3, 4), (4, 5)),             # batched . matrix (broadcast)
+    ((2, 3, 4), (4, 5)),             # batched . matrix (broadcast): one 2-D product
+    ((3, 1, 2, 4), (4, 5)),          # ... over merged rows, a size-1 dim among them
     ((3, 4), (2, 4, 5)),             # matrix . batched
     ((2, 1, 3, 4), (5, 4, 2)),       # batch dims broadcast: (2, 5)
     ((1, 3, 4), (6, 4, 2)),

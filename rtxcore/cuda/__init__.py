@@ -167,10 +167,15 @@ manual_seed_all = manual_seed
 
 def synchronize(device: Any = None) -> None:
     """Wait for the device's queued work (reading a result to the host waits anyway)."""
+    from ..device import Device
+    from ..ops.checks import raise_pending
+
     b = _require("synchronize")
+    index = _index(device, "synchronize")
     sync = getattr(b, "synchronize", None)
     if sync is not None:
-        sync(_index(device, "synchronize"))
+        sync(index)
+    raise_pending(Device(f"cuda:{index}"))  # an index check the device failed meanwhile
 
 
 def empty_cache() -> None:

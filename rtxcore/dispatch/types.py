@@ -118,6 +118,12 @@ class Backend:
         dlpack_device: the DLPack device type of this backend's memory (1 CPU,
             2 CUDA), or None when it can't exchange tensors through DLPack. A
             backend that sets it implements ``to_dlpack`` and ``from_dlpack``.
+        async_errors: True when the device queues work and reading a value back
+            stops the host (CUDA): the core then checks index bounds with a
+            kernel whose flag it reads at the next ``to_host`` or
+            ``synchronize()``, raising the ``IndexError`` there, as PyTorch's
+            device-side asserts do (``rtxcore.ops.checks``). The kernels must
+            then not fault on an out-of-range index (wrap or clamp it).
 
     Methods a subclass may override (defaults in brackets):
         is_available() [True], unavailable_reason() [None], device_count() [1],
@@ -134,6 +140,7 @@ class Backend:
     version: str = "0"
     shares_host_memory: bool = False
     dlpack_device: int | None = None
+    async_errors: bool = False
 
     def is_available(self) -> bool:
         return True
@@ -197,15 +204,20 @@ class Backend:
         the dtype names of the input operands; ``steps``, each ``[op, dtype,
         operands]`` with ``op`` an elementwise primitive (unary, binary, compare,
         ``where``, ``cast``, ``copy``), ``dtype`` its result's dtype name and each
-        operand ``["in", i]``, ``["step", j]`` (an earlier step's result) or
-        ``["const", value]`` (a Python scalar already of the op's dtype); and
-        ``outputs``, the steps whose results are written out. Operands follow the
-        kernel conventions (``rtxcore.dispatch.ops``): a binary op's operands
-        share the result's dtype except comparisons and logical ops (bool
-        results), ``where`` reads a bool condition. The runner is called as
-        ``run(outs, ins)``: ``outs`` one contiguous View of ``n`` elements per
-        output, ``ins`` one contiguous View of ``n`` elements per input. The
-        core asks once per (program, device) and keeps the answer."""
+        operand ``["in", i]`` (element ``k`` of input ``i`` for element ``k``),
+        ``["scalar", i]`` (input ``i`` is one element, the same for every ``k``),
+        ``["step", j]`` (an earlier step's result) or ``["const", value]`` (a
+        Python scalar already of the op's dtype); and ``outputs``, the steps
+        whose results are written out. Operands follow the kernel conventions
+        (``rtxcore.dispatch.ops``): a binary op's operands share the result's
+        dtype except comparisons and logical ops (bool results), ``where`` reads
+        a bool condition. The runner is called as ``run(outs, ins)``: ``outs``
+        one contiguous View of ``n`` elements per output, ``ins`` one contiguous
+        View of ``n`` elements per input (of one element for a scalar input).
+        An output may be the very memory of an ``"in"`` input (an update in
+        place): write element ``k`` of an output only after reading element
+        ``k`` of the inputs (a scalar input is never written by its program).
+        The core asks once per (program, device) and keeps the answer."""
         return None
 
     def to_dlpack(self, view: Any, **kwargs: Any) -> Any:

@@ -35,6 +35,13 @@ def _b(fn: Any) -> Kernel:
     return k
 
 
+def _rows_merge(a: Any) -> bool:
+    """Whether ``a``'s leading dims and its row dim form one axis (a reshape to
+    (-1, a.shape[-1]) is a view, not a copy)."""
+    dims = [(n, s) for n, s in zip(a.shape[:-1], a.strides[:-1]) if n != 1]
+    return all(dims[i][1] == dims[i + 1][1] * dims[i + 1][0] for i in range(len(dims) - 1))
+
+
 def _is_numpy(xp: Any) -> bool:
     return getattr(xp, "__name__", "") == "numpy"
 
@@ -70,6 +77,27 @@ def _extremum(xp: Any, ufunc: Any) -> Kernel:
             ufunc(a, out, out=out)
         else:
             ufunc(x, y, out=out)
+
+    return kernel
+
+
+def _arg_extremum(xp: Any, arg: Any) -> Kernel:
+    """argmax/argmin with NumPy's rule: the first NaN wins. A device library's
+    reduction compares with < and >, false for every NaN, so with several NaNs
+    it may keep any of them: there the first NaN's index is taken separately
+    (the first True of isnan) and chosen where a NaN is present -- three
+    reductions, no host wait to ask whether one is."""
+    if _is_numpy(xp):
+        return lambda out, x, axis: arg(x, axis=axis, keepdims=True, out=out)
+
+    def kernel(out: Any, x: Any, axis: int) -> None:
+        if x.dtype.kind not in "fc":
+            arg(x, axis=axis, keepdims=True, out=out)
+            return
+        nan = xp.isnan(x)
+        first_nan = xp.argmax(nan, axis=axis, keepdims=True)
+        xp.copyto(out, xp.where(xp.any(nan, axis=axis, keepdims=True), first_nan,
+                                arg(x, axis=axis, keepdims=True)))
 
     return kernel
 
@@ -159,8 +187,12 @@ def kernels(xp: Any, scatter_add_at: Callable[[Any, Any, Any], None] | None = No
     def cast(out: Any, x: Any) -> None:
         xp.copyto(out, x, casting="unsafe")
 
+    numpy = _is_numpy(xp)
+
     def pow_(out: Any, x: Any, y: Any) -> None:
-        if out.dtype.kind in "iu" and bool(xp.any(xp.less(y, 0))):
+        # (CuPy's integer power already has C's rule for negative exponents, and
+        # asking whether any is negative would make the host wait for the device)
+        if numpy and out.dtype.kind in "iu" and bool(xp.any(xp.less(y, 0))):
             # integers to negative powers, as in C and PyTorch: 1 ** -n = 1,
             # (-1) ** -n = +-1, anything else truncates to 0
             y = xp.asarray(y)
@@ -170,6 +202,20 @@ def kernels(xp: Any, scatter_add_at: Callable[[Any, Any, Any], None] | None = No
             xp.copyto(out, xp.where(y < 0, neg, safe), casting="unsafe")
         else:
             xp.power(x, y, out=out)
+
+    def matmul(out: Any, a: Any, b: Any) -> None:
+        # (..., n, k) @ (k, m) arrives with b broadcast over the batch (stride 0):
+        # array libraries make such an operand contiguous first (CuPy copies the
+        # weight once per batch element) or loop over the batch. When a's batch
+        # and row dims merge, it is one 2-D product over all rows instead.
+        nd = out.ndim
+        if (nd >= 3 and b.ndim == nd and a.ndim == nd and a.size and out.size
+                and not any(b.strides[:-2]) and _rows_merge(a) and _rows_merge(out)):
+            m = out.shape[-1]
+            xp.matmul(a.reshape(-1, a.shape[-1]), b[(0,) * (nd - 2)],
+                      out=out.reshape(-1, m))
+            return
+        xp.matmul(a, b, out=out)
 
     def where(out: Any, c: Any, x: Any, y: Any) -> None:
         # two passes into out, no temporary (out is always a fresh tensor in the core)
@@ -271,9 +317,8 @@ def kernels(xp: Any, scatter_add_at: Callable[[Any, Any, Any], None] | None = No
         # reductions
         "sum": _reduction(xp, xp.add, xp.sum), "prod": _reduction(xp, xp.multiply, xp.prod),
         "max": _reduction(xp, xp.maximum, xp.amax), "min": _reduction(xp, xp.minimum, xp.amin),
-        "argmax": lambda out, x, axis: xp.argmax(x, axis=axis, keepdims=True, out=out),
-        "argmin": lambda out, x, axis: xp.argmin(x, axis=axis, keepdims=True, out=out),
-        "matmul": lambda out, a, b: xp.matmul(a, b, out=out),
+        "argmax": _arg_extremum(xp, xp.argmax), "argmin": _arg_extremum(xp, xp.argmin),
+        "matmul": matmul,
         # indexing
         "gather": gather, "scatter_add": scatter_add, "index": index,
         "masked_select": masked_select,

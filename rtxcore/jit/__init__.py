@@ -123,8 +123,12 @@ class TracedFunction:
         dev = next((a._device for a in args if isinstance(a, Tensor)),
                    next(iter(self._externals.values()))._device if self._externals else None)
         inputs = {}
-        for n in self.graph.inputs:
-            v = self.graph.values[n.id]
+        g = self.graph
+        nodes = g.__dict__.get("_input_nodes")  # a graph isn't edited once it runs
+        if nodes is None:
+            nodes = g.__dict__["_input_nodes"] = g.inputs
+        for n in nodes:
+            v = g.values[n.id]
             if n.attrs["kind"] == "arg":
                 inputs[n.id] = bind_input(n.attrs["index"], args[n.attrs["index"]], v, dev)
             else:

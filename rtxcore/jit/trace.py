@@ -26,7 +26,7 @@ OUTPUTS = {"max_pool2d_tiled": 2, "sort": 2, "layer_norm": 3, "conv2d": 2}
 READS_OUT = {"scatter_add", "index_put"}
 # the core's functions whose host reads validate indices (bounds; whether any is
 # negative): allowed while tracing; the graph keeps what they found
-CHECKS = {"_index_bounds", "_prepare_advanced", "_check_index"}
+CHECKS = {"_index_bounds", "_prepare_advanced", "_check_index", "check_range"}
 
 
 def _in_check(f: Any, depth: int = 6) -> bool:

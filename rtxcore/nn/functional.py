@@ -34,6 +34,7 @@ from ..autograd.grad_mode import _state, enable_grad, no_grad
 from ..ops import elementwise as E
 from ..ops import reduction as R
 from ..ops.creation import arange, full, rand_like, tensor, zeros
+from ..ops.checks import check_range, deferred
 from ..ops.core import empty, own_kernel, view_of
 from ..ops.core import kernel as _kernel
 from ..ops.linalg import matmul
@@ -1041,12 +1042,10 @@ class _Embedding(Function):
             return weight[input]  # indexing's own checks and errors
         idx = input if input._dtype is D.int64 else input.to(D.int64)
         num = weight._shape[0]
-        lo, hi = _index_bounds(idx)
-        if lo < -num or hi >= num:
-            raise IndexError(f"index {hi if hi >= num else lo} is out of bounds for dimension 0 "
-                             f"with size {num}")
-        if lo < 0:  # negative indices count from the end, as in weight[input]
-            idx = E.remainder(idx, num)
+        bounds = check_range(idx, -num, num, lambda bad: IndexError(
+            f"index {bad} is out of bounds for dimension 0 with size {num}"))
+        if bounds is None or bounds[0] < 0:  # negative indices count from the end, as in
+            idx = E.remainder(idx, num)      # weight[input] (None: not read, on the device)
         ctx.idx = idx
         # the rows by the index kernel: the checks above are all weight[input] needs
         out = empty(idx._shape + (weight._shape[1],), weight._dtype, weight._device)
@@ -1369,18 +1368,16 @@ def _select_targets(fn: str, logp: Tensor, target: Tensor, weight: Tensor | None
     ``wt``, the targets' weights (0 where ignored); ``wt`` is None when no target is
     ignored and there is no weight (the common case: one gather, no mask)."""
     idx = target.unsqueeze(1)
-    if weight is None and not 0 <= ignore_index < c:
+    if weight is None and not 0 <= ignore_index < c and not deferred(target._device):
         try:
             return idx, None, logp.gather(1, idx)  # gather checks the range too
         except IndexError:
             pass  # ignored targets, or out of range: sorted out below
     valid = target != ignore_index
     safe = E.where(valid, target, 0)
-    if safe.numel():
-        lo, hi = int(safe.amin().item()), int(safe.amax().item())
-        if lo < 0 or hi >= c:
-            raise IndexError(f"{fn}: Target {lo if lo < 0 else hi} is out of bounds (input has {c} "
-                             f"classes; ignore_index={ignore_index}).")
+    check_range(safe, 0, c, lambda bad: IndexError(
+        f"{fn}: Target {bad} is out of bounds (input has {c} classes; "
+        f"ignore_index={ignore_index})."))
     idx = safe.unsqueeze(1)
     if weight is not None:
         wt = E.where(valid, weight[safe], 0.0).to(logp._dtype)
@@ -1437,7 +1434,8 @@ class _CrossEntropy(Function):
         else:
             logp = R.log_softmax(input, 1)
         bounds = (_index_bounds(target) if weight is None and not 0 <= ignore_index < c
-                  and target.numel() and target._device is logp._device else (-1, c))
+                  and target.numel() and target._device is logp._device
+                  and not deferred(target._device) else (-1, c))
         if 0 <= bounds[0] and bounds[1] < c:
             # no weights, every target a class (none ignored): the gather kernel
             idx, wt = target.unsqueeze(1), None

@@ -17,6 +17,7 @@ from . import elementwise as E
 from . import views as V
 from ..autograd.grad_mode import _state
 from ..autograd.tape import differentiable, inplace, requires_grad, run_inplace
+from .checks import check_range, wrap_negative
 from .core import own_kernel
 from .core import reduce as reduce_
 from .core import (as_view, bad_operand, cast, check_overlap, contiguous, cstrides, empty,
@@ -193,12 +194,10 @@ def _prepare_advanced(v: Tensor, adv: list[tuple[int, Any]]) -> tuple[Tensor, li
         t = cast(t, D.int64)
         size = v._shape[d]
         if t.numel():
-            lo, hi = int(t.amin().item()), int(t.amax().item())
-            bad = hi if hi >= size else (lo if lo < -size else None)
-            if bad is not None:
-                raise IndexError(f"index {bad} is out of bounds for dimension {d} with size {size}")
-            if lo < 0:
-                t = E.where(E.lt(t, 0), E.add(t, size), t)
+            bounds = check_range(t, -size, size, lambda bad, d=d, size=size: IndexError(
+                f"index {bad} is out of bounds for dimension {d} with size {size}"))
+            if bounds is None or bounds[0] < 0:  # (None: not read, on the device)
+                t = wrap_negative(t, size)
         out.append(t.expand(shape) if t._shape != shape else t)
     rest = [d for d in range(v.ndim) if d not in dims]
     vp = V.permute(v, dims + rest)
@@ -367,11 +366,9 @@ def _check_index(op: str, x: Tensor, dim: int, index: Tensor) -> int:
             index = as_view(index, tuple(1 if st == 0 else n for n, st in
                                          zip(index._shape, index._strides)),
                             index._strides, index._offset)
-        lo = int(reduce_("min", index, every, False).item())
-        hi = int(reduce_("max", index, every, False).item())
         size = x._shape[d]
-        if lo < 0 or hi >= size:
-            raise IndexError(f"{op}(): index {hi if hi >= size else lo} is out of bounds for dimension {d} with size {size}")
+        check_range(index, 0, size, lambda bad: IndexError(
+            f"{op}(): index {bad} is out of bounds for dimension {d} with size {size}"))
     return d
 
 

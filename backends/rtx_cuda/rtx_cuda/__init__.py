@@ -27,6 +27,7 @@ class CUDABackend(Backend):
     distribution = "rtx-cuda"
     version = __version__
     dlpack_device = DLPACK_CUDA
+    async_errors = True  # index checks read at the next sync (CuPy's indexing wraps)
 
     def is_available(self) -> bool:
         return runtime.problem() is None

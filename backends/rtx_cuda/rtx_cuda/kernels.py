@@ -60,6 +60,19 @@ def _table() -> dict[str, Callable[..., Any]]:
             shared_cast(out, x)
 
         _shared["cast"] = cast
+
+        def masked_select(out: Any, x: Any, mask: Any) -> None:
+            # CuPy's x[mask] counts the mask on the host, a second wait after the
+            # core's own count (which sized out): place each selected element at
+            # its running count instead, the others in a spare last slot
+            n = out.size
+            m = mask.reshape(-1)
+            target = cp.where(m, cp.cumsum(m, dtype=np.int64) - 1, n)
+            ext = cp.empty(n + 1, out.dtype)
+            ext[target] = x.reshape(-1)
+            out[...] = ext[:n]
+
+        _shared["masked_select"] = masked_select
     return _shared
 
 

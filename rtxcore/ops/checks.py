@@ -1,0 +1,90 @@
+"""Index bounds checks, on devices that wait and on devices that don't.
+
+An index tensor must be in range before a gather, a scatter or ``x[idx]`` reads
+or writes with it. On a device whose work runs where the host is (cpu) or that
+the core synchronises anyway (opencl), the core reads the index's smallest and
+largest value and raises ``IndexError`` before the kernel runs, as PyTorch does
+on the CPU.
+
+On a device that queues its work (a backend with ``async_errors = True``: CUDA),
+reading two numbers back would stop the host and drain the queue on every
+embedding lookup, gather and loss. There the check is a kernel: one boolean
+flag on the device, queued with the op, read when the host next waits for the
+device anyway (a ``to_host``: ``.item()``, ``.numpy()``, printing, ``.cpu()``;
+or ``synchronize()``). A bad index then raises the same ``IndexError`` there --
+later, as PyTorch's CUDA device-side assert does. The kernels themselves never
+touch memory out of range (CuPy's indexing wraps indices around), so a late
+error has only wrong values behind it, which the error says not to use.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..tensor import Tensor
+
+# a device's pending checks (Device._pending_checks): (flag, index tensor, low,
+# high, the error from the bad value)
+MAX_PENDING = 256  # beyond this many unchecked flags, the next check waits and reads them
+
+
+def deferred(dev: Any) -> bool:
+    """Whether ``dev`` checks indices on the device (its backend's ``async_errors``)."""
+    return bool(getattr(dev.backend, "async_errors", False))
+
+
+def check_range(t: Tensor, low: int, high: int,
+                error: Callable[[int], Exception]) -> tuple[int, int] | None:
+    """Raise ``error(bad)`` unless every element of integer tensor ``t`` is in
+    ``[low, high)``; on an ``async_errors`` device, when the host next waits.
+    Returns ``t``'s (smallest, largest) where they were read, else None."""
+    if not t.numel():
+        return None
+    dev = t._device
+    if not deferred(dev):
+        from .core import kernel, view_of
+
+        arr = kernel(dev, "to_host")(view_of(t))
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < low or hi >= high:
+            raise error(hi if hi >= high else lo)
+        return lo, hi
+    from . import elementwise as E
+    from .core import reduce as reduce_
+
+    flag = reduce_("max", E.logical_or(E.lt(t, low), E.ge(t, high)), tuple(range(t.ndim)),
+                   False)
+    pending = dev._pending_checks
+    pending.append((flag, t, low, high, error))
+    if len(pending) > MAX_PENDING:
+        raise_pending(dev)
+    return None
+
+
+def raise_pending(dev: Any) -> None:
+    """Read ``dev``'s pending flags (the host waits for the device here anyway);
+    raise the first failed check's error. Called by ``to_host`` and
+    ``synchronize`` on ``async_errors`` devices."""
+    pending = getattr(dev, "_pending_checks", None)
+    if not pending:
+        return
+    from .core import view_of
+
+    dev._pending_checks = []
+    host = dev._raw_to_host
+    for flag, t, low, high, error in pending:
+        if bool(host(view_of(flag)).reshape(-1)[0]):
+            arr = host(view_of(t))
+            lo, hi = int(arr.min()), int(arr.max())
+            raise error(hi if hi >= high else lo)
+
+
+def wrap_negative(t: Tensor, size: int) -> Tensor:
+    """``t`` with negative indices counted from the end (``-1`` is ``size - 1``):
+    on a deferred-check device always, as a kernel (no read to decide)."""
+    from . import elementwise as E
+
+    return E.where(E.lt(t, 0), E.add(t, size), t)
+
+
+__all__ = ["check_range", "deferred", "raise_pending", "wrap_negative"]
