@@ -206,6 +206,9 @@ class Backend:
         ``where``, ``cast``, ``copy``), ``dtype`` its result's dtype name and each
         operand ``["in", i]`` (element ``k`` of input ``i`` for element ``k``),
         ``["scalar", i]`` (input ``i`` is one element, the same for every ``k``),
+        ``["row", i]`` (element ``k % cols`` of input ``i``: a row vector),
+        ``["col", i]`` (element ``k // cols``: one per row), where the program's
+        ``cols`` is its row length (present only with row or col operands),
         ``["step", j]`` (an earlier step's result) or ``["const", value]`` (a
         Python scalar already of the op's dtype); and ``outputs``, the steps
         whose results are written out. Operands follow the kernel conventions
@@ -213,10 +216,11 @@ class Backend:
         dtype except comparisons and logical ops (bool results), ``where`` reads
         a bool condition. The runner is called as ``run(outs, ins)``: ``outs``
         one contiguous View of ``n`` elements per output, ``ins`` one contiguous
-        View of ``n`` elements per input (of one element for a scalar input).
+        View of ``n`` elements per input (one element for a scalar input,
+        ``cols`` for a row input, ``n // cols`` for a col input).
         An output may be the very memory of an ``"in"`` input (an update in
         place): write element ``k`` of an output only after reading element
-        ``k`` of the inputs (a scalar input is never written by its program).
+        ``k`` of the inputs (a broadcast input is never written by its program).
         The core asks once per (program, device) and keeps the answer."""
         return None
 

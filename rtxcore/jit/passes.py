@@ -285,17 +285,37 @@ def _whole(g: Graph, vid: int) -> bool:
     return _numel(v) == _numel(base) and v["dtype"] == base["dtype"]
 
 
-def _one_element(v: dict[str, Any]) -> bool:
-    """A view that shows one element everywhere (a 0-stride broadcast of a scalar)."""
-    return "of" in v and all(s == 0 or d == 1 for d, s in zip(v["shape"], v["strides"]))
+def _operand_kind(g: Graph, vid: int) -> tuple[str, int] | None:
+    """How a fused step reads value ``vid`` (a view shaped as the step's result):
+    ``("in", 0)`` a whole buffer in order; ``("scalar", 0)`` one element for all;
+    ``("row", C)`` a vector of the last dim's C elements repeated for every row
+    (a bias); ``("col", C)`` one element per row of C (a per-row mean); None: a
+    layout a fused program can't read."""
+    if _whole(g, vid):
+        return "in", 0
+    v = g.values[vid]
+    shape, strides = v["shape"], v["strides"]
+    if all(s == 0 or d == 1 for d, s in zip(shape, strides)):
+        return "scalar", 0
+    if len(shape) < 2 or shape[-1] < 2:
+        return None
+    lead = [(d, s) for d, s in zip(shape[:-1], strides[:-1]) if d != 1]
+    if strides[-1] == 1 and all(s == 0 for _, s in lead):
+        return "row", shape[-1]
+    if strides[-1] == 0 and lead and lead[-1][1] == 1 and \
+            all(lead[i][1] == lead[i + 1][1] * lead[i + 1][0] for i in range(len(lead) - 1)):
+        return "col", shape[-1]
+    return None
 
 
 def fuse_elementwise(g: Graph, min_nodes: int = 2) -> Graph:
     """Elementwise kernels over the same number of elements become one ``fused``
     node. Each member writes a whole buffer -- a fresh one, or one it updates in
     place (``p.mul_(0.9)``, an optimizer's state) -- and reads whole buffers of
-    that count, one element broadcast to all (``["scalar", i]``: a step size
-    held in a tensor, a clipping coefficient), or Python scalars.
+    that count, broadcasts (``["scalar", i]``: one element for all, a step size
+    held in a tensor; ``["row", i]``: a vector repeated for every row, a bias;
+    ``["col", i]``: one element per row, a row's mean), or Python scalars. The
+    row and column operands of one group share a row length (``cols``).
 
     Members wait in their group, which runs where the first node that must
     follow them appears (it reads what they wrote, or writes what they read or
@@ -327,24 +347,32 @@ def fuse_elementwise(g: Graph, min_nodes: int = 2) -> Graph:
     def buf(vid: int) -> int:
         return first[_root(g, vid)]
 
-    def fusable(n: Node) -> int | None:
-        """The element count of a fusable node, else None."""
+    def fusable(n: Node) -> tuple[int, int] | None:
+        """(element count, row length of its row/col operands or 0) of a fusable
+        node, else None."""
         if n.op not in ELEMENTWISE or len(n.writes) != 1 or n.attrs:
             return None
         region, _ = n.writes[0]
         if not _whole(g, region):
             return None
         count = _numel(g.values[region])
+        cols = 0
         for a in n.args:
             if isinstance(a, Ref):
-                v = g.values[a.id]
-                if _numel(v) != count or not (_whole(g, a.id) or _one_element(v)):
+                if _numel(g.values[a.id]) != count:
                     return None
-                if not _whole(g, a.id) and count > 1 and buf(a.id) == buf(region):
+                kind = _operand_kind(g, a.id)
+                if kind is None:
+                    return None
+                if kind[0] != "in" and count > 1 and buf(a.id) == buf(region):
                     return None  # x.mul_(x[0]): element 0 would change under the others
+                if kind[1]:
+                    if cols and kind[1] != cols:
+                        return None
+                    cols = kind[1]
             elif not isinstance(a, (bool, int, float)):
                 return None
-        return count
+        return count, cols
 
     def reads_writes(n: Node) -> tuple[set[int], set[int]]:
         r = {buf(x.id) for x in _refs(n.args)}
@@ -358,15 +386,17 @@ def fuse_elementwise(g: Graph, min_nodes: int = 2) -> Graph:
         def __init__(self, count: int) -> None:
             self.members: list[int] = []
             self.count = count
+            self.cols = 0  # the row length its row/col operands share
             self.rb: set[int] = set()  # buffers the members read
             self.wb: set[int] = set()  # ... and write
             self.made: set[int] = set()  # versions the members make
             self.sb: set[int] = set()  # buffers read through one-element views
             self.refs: set[int] = set()
 
-        def add(self, i: int) -> None:
+        def add(self, i: int, cols: int) -> None:
             n = g.nodes[i]
             r, w = reads_writes(n)
+            self.cols = self.cols or cols
             self.members.append(i)
             self.rb |= r
             self.wb |= w
@@ -374,8 +404,8 @@ def fuse_elementwise(g: Graph, min_nodes: int = 2) -> Graph:
             self.sb |= {buf(x.id) for x in _refs(n.args) if not _whole(g, x.id)}
             self.refs |= {x.id for x in _refs(n.args) if _root(g, x.id) not in self.made}
 
-        def admits(self, n: Node) -> bool:
-            if len(self.members) >= MAX_STEPS:
+        def admits(self, n: Node, cols: int) -> bool:
+            if len(self.members) >= MAX_STEPS or (cols and self.cols and cols != self.cols):
                 return False
             if len(self.refs | {x.id for x in _refs(n.args)}) + len(self.wb) + 1 > MAX_BUFFERS:
                 return False
@@ -410,6 +440,7 @@ def fuse_elementwise(g: Graph, min_nodes: int = 2) -> Graph:
         made = {new: k for k, m in enumerate(members) for _, new in m.writes}
         ins: list[int] = []
         steps = []
+        cols = 0
         for m in members:
             operands = []
             for a in m.args:
@@ -419,8 +450,9 @@ def fuse_elementwise(g: Graph, min_nodes: int = 2) -> Graph:
                     else:
                         if a.id not in ins:
                             ins.append(a.id)
-                        kind = "in" if _whole(g, a.id) else "scalar"
-                        operands.append([kind, ins.index(a.id)])
+                        kind = _operand_kind(g, a.id)
+                        operands.append([kind[0], ins.index(a.id)])
+                        cols = cols or kind[1]
                 else:
                     operands.append(["const", a])
             region, _ = m.writes[0]
@@ -447,6 +479,8 @@ def fuse_elementwise(g: Graph, min_nodes: int = 2) -> Graph:
         program = {"n": _numel(g.values[members[0].writes[0][0]]),
                    "inputs": [g.values[v]["dtype"] for v in ins],
                    "steps": steps, "outputs": outputs}
+        if cols:
+            program["cols"] = cols
         return [Node(writes[0][1] if writes else -1, "fused", [Ref(v) for v in ins],
                      {"program": program}, writes)]
 
@@ -458,19 +492,20 @@ def fuse_elementwise(g: Graph, min_nodes: int = 2) -> Graph:
             nodes.append(n)  # layout only: it reads no memory (see run_env)
             continue
         r, w = reads_writes(n)
-        c = fusable(n)
+        f = fusable(n)
+        c, cols = f if f is not None else (None, 0)
         home = open_groups.get(c) if c is not None else None
         for k in [k for k, grp in open_groups.items() if grp is not home and grp.conflicts(r, w)]:
             close(k)
         if c is None or "rng" in n.attrs:
             nodes.append(n)
             continue
-        if home is not None and not home.admits(n):
+        if home is not None and not home.admits(n, cols):
             close(c)
             home = None
         if home is None:
             home = open_groups[c] = Group(c)
-        home.add(i)
+        home.add(i, cols)
     for k in list(open_groups):
         close(k)
     g.nodes = nodes

@@ -196,19 +196,19 @@ class _Builder:
         return pre + [f"{self.bind(k, 'K')}({', '.join(call_args)})"]
 
     def _fused(self, n: Any) -> list[str]:
-        from .run import fused_runner, run_steps, scalar_inputs
+        from .run import fused_runner, input_kinds, input_sizes, run_steps
 
         prog = n.attrs["program"]
         fn = fused_runner(prog, self.dev)
         count = prog["n"]
-        scalars = scalar_inputs(prog)
+        kinds, sizes = input_kinds(prog), input_sizes(prog)
 
         def where(vid: int, i: int | None = None) -> str:
-            # outputs and inputs are whole buffers (offset 0) of ``count``
-            # elements; a scalar input one element of a buffer
+            # outputs and "in" inputs are whole buffers (offset 0) of ``count``
+            # elements; a broadcast input the elements its view starts at
             val = self.g.values[vid]
-            shape, off = ((1,), _safe_offset(val.get("offset", 0), (1,))) if i in scalars \
-                else ((count,), 0)
+            shape, off = ((count,), 0) if i is None or kinds[i] == "in" else \
+                ((sizes[i],), _safe_offset(val.get("offset", 0), (sizes[i],)))
             return f"b{self.root[vid]}, {shape!r}, (1,), {off}, " \
                    f"{self.bind(D.BY_NAME[val['dtype']], 'DT')}"
 

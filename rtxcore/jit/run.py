@@ -9,7 +9,7 @@ from ..device import Device
 from ..dispatch.types import contiguous_strides
 from ..autograd.grad_mode import no_grad
 from ..dispatch.ops import COMPOSITES
-from ..ops.core import as_view, empty, from_host, kernel, own_kernel, ready_device, view_of
+from ..ops.core import as_view, cstrides, empty, from_host, kernel, own_kernel, ready_device, view_of
 from ..tensor import Tensor
 from .decompose import DECOMPOSE
 from .graph import Graph, Ref
@@ -152,44 +152,58 @@ def _run_fused(n: Any, env: dict[int, Tensor], dev: Device) -> None:
     prog = n.attrs["program"]
     fn = fused_runner(prog, dev)
     count = prog["n"]
-    scalars = scalar_inputs(prog)
+    sizes = input_sizes(prog)
 
     def flat_view(t: Tensor, shape: tuple[int, ...]) -> Tensor:
         return as_view(t, shape, (1,), t._offset) if t._shape != shape else t
 
     outs = [flat_view(env[r], (count,)) for r, _ in n.writes]
-    ins = [flat_view(env[a.id], (1,) if i in scalars else (count,)) for i, a in enumerate(n.args)]
+    ins = [flat_view(env[a.id], (sizes[i],)) for i, a in enumerate(n.args)]
     if fn is not None:
         fn([view_of(t) for t in outs], [view_of(t) for t in ins])
         return
     run_steps(prog, outs, ins, dev)
 
 
-def scalar_inputs(prog: dict[str, Any]) -> set[int]:
-    """The inputs a fused program reads as ``["scalar", i]``: one element each."""
-    return {v for _, _, operands in prog["steps"] for kind, v in operands if kind == "scalar"}
+def input_kinds(prog: dict[str, Any]) -> list[str]:
+    """How a fused program reads each input: "in", "scalar", "row" or "col"."""
+    kinds = ["in"] * len(prog["inputs"])
+    for _, _, operands in prog["steps"]:
+        for kind, v in operands:
+            if kind in ("scalar", "row", "col"):
+                kinds[v] = kind
+    return kinds
+
+
+def input_sizes(prog: dict[str, Any]) -> list[int]:
+    """The element count of each input of a fused program: ``n`` for "in", 1 for
+    "scalar", the row length ``cols`` for "row", the row count for "col"."""
+    n, cols = prog["n"], prog.get("cols", 0)
+    size = {"in": n, "scalar": 1, "row": cols, "col": n // cols if cols else 0}
+    return [size[k] for k in input_kinds(prog)]
 
 
 def run_steps(prog: dict[str, Any], outs: list[Tensor], ins: list[Tensor], dev: Device) -> None:
     """A fused program's steps one by one through ``dev``'s kernels (what a
     backend without ``Backend.fuse`` gets, and the conformance suite's reference):
-    ``outs`` are tensors of ``prog["n"]`` contiguous elements, ``ins`` too but
-    for the scalar inputs, one element each."""
+    ``outs`` are tensors of ``prog["n"]`` contiguous elements, ``ins`` of
+    ``input_sizes(prog)``. With row or column operands the steps run on
+    (rows, cols) views, the broadcasts as 0-stride views, as the kernels get
+    them from the core."""
     where = {k: j for j, k in enumerate(prog["outputs"])}
     count = prog["n"]
+    cols = prog.get("cols", 0)
+    shape = (count // cols, cols) if cols else (count,)
+    full = cstrides(shape)
+    bcast = {"in": full, "scalar": (0,) * len(shape), "row": (0, 1), "col": (1, 0)}
+    kinds = input_kinds(prog)
+    ins = [as_view(t, shape, bcast[k], t._offset) for t, k in zip(ins, kinds)]
+    outs = [as_view(t, shape, full, t._offset) for t in outs]
     vals: list[Tensor] = []
     for k, (op, dt, operands) in enumerate(prog["steps"]):
-        o = outs[where[k]] if k in where else empty((count,), D.BY_NAME[dt], dev)
-        args = []
-        for kind, v in operands:
-            if kind == "in":
-                args.append(view_of(ins[v]))
-            elif kind == "scalar":
-                args.append(view_of(as_view(ins[v], (count,), (0,), ins[v]._offset)))
-            elif kind == "step":
-                args.append(view_of(vals[v]))
-            else:
-                args.append(v)
+        o = outs[where[k]] if k in where else empty(shape, D.BY_NAME[dt], dev)
+        args = [view_of(ins[v]) if kind in ("in", "scalar", "row", "col") else
+                view_of(vals[v]) if kind == "step" else v for kind, v in operands]
         kernel(dev, op)(view_of(o), *args)
         vals.append(o)
 

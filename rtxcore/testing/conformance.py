@@ -501,6 +501,15 @@ FUSE_PROGRAMS: list[dict[str, Any]] = [
                ["neg", "int32", [["step", 1]]],
                ["minimum", "int32", [["step", 2], ["in", 1]]]],
      "outputs": [3]},
+    {"n": 640, "cols": 16, "inputs": ["float32", "float32", "float32"],  # broadcasts:
+     "steps": [["sub", "float32", [["in", 0], ["col", 2]]],  # x - mean[:, None]
+               ["mul", "float32", [["step", 0], ["row", 1]]],  # ... * w[None, :]
+               ["add", "float32", [["step", 1], ["const", 0.5]]]],
+     "outputs": [2]},
+    {"n": 91, "cols": 13, "inputs": ["float64", "float64", "float64"],  # an odd row length
+     "steps": [["mul", "float64", [["row", 0], ["col", 1]]],
+               ["maximum", "float64", [["step", 0], ["in", 2]]]],
+     "outputs": [1]},
     {"n": 1001, "inputs": ["float32", "float32", "float32"],  # an optimizer's update:
      "steps": [["mul", "float32", [["in", 0], ["scalar", 2]]],  # a step size in a tensor,
                ["sqrt", "float32", [["in", 1]]],                # output 0 written over
@@ -510,7 +519,7 @@ FUSE_PROGRAMS: list[dict[str, Any]] = [
      "outputs": [4]},
 ]
 # program -> (output, input): that output is written into that input's memory
-FUSE_ALIAS: dict[int, tuple[int, int]] = {3: (0, 0)}
+FUSE_ALIAS: dict[int, tuple[int, int]] = {5: (0, 0)}
 
 
 def fuse_entries(device: str) -> list[Entry]:
@@ -518,7 +527,7 @@ def fuse_entries(device: str) -> list[Entry]:
     one on cpu; "missing" where the backend has no runner (the core then runs
     the steps through the device's kernels, each checked by its own rows)."""
     from .. import dtype as D
-    from ..jit.run import run_steps, scalar_inputs
+    from ..jit.run import input_sizes, run_steps
     from ..ops.core import empty, ready_device, view_of
 
     dev = ready_device(device)
@@ -538,11 +547,11 @@ def fuse_entries(device: str) -> list[Entry]:
             out.append((name, "missing", 0.0, "no fused runner: the core runs the steps one by one"))
             continue
         n = prog["n"]
-        scalars = scalar_inputs(prog)
+        sizes = input_sizes(prog)
         data = []
         for q, dt in enumerate(prog["inputs"]):
-            a = rng.standard_normal(n if q not in scalars else 1) * 3
-            if q not in scalars:
+            a = rng.standard_normal(sizes[q]) * 3
+            if sizes[q] >= 4:
                 a[:4] = [0.0, -0.0, np.nan, np.inf] if dt.startswith("float") else a[:4]
             data.append(a.astype(dt) if dt.startswith("float") else
                         rng.integers(-100, 100, a.shape).astype(dt))

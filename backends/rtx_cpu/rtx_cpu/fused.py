@@ -56,20 +56,44 @@ def runner(program: dict[str, Any], kernels: dict[str, Callable[..., None]]) -> 
     # a third of the group's time). A kernel that is a plain ufunc (``.ufunc``,
     # see ``rtxcore.dispatch.xp``) is called directly, with a float constant
     # made the step's own float type, as NumPy would convert it anyway.
-    used_in = sorted({v for _, _, operands in plan for kind, v in operands if kind == "in"})
-    scalars = sorted({v for _, _, operands in plan for kind, v in operands if kind == "scalar"})
+    # With row/column operands (``cols``) blocks are whole rows, (m, cols)
+    # arrays, and NumPy broadcasts a row vector, a column slice or a scalar
+    # against them; otherwise blocks are flat runs of elements.
+    kinds: dict[int, str] = {}
+    for _, _, operands in plan:
+        for kind, v in operands:
+            if kind in ("in", "scalar", "row", "col"):
+                kinds[v] = kind
+    cols = program.get("cols", 0)
     env: dict[str, Any] = {"np": np, "BLOCK": BLOCK, "__name__": __name__}  # warnings filter
-    lines = ["def run(outs, ins):",
-             *(f"    I{v} = ins[{v}].reshape(-1)" for v in used_in),
-             # a scalar input: its one element, broadcast by NumPy against the block
-             *(f"    i{v} = ins[{v}].reshape(-1)" for v in scalars),
-             *(f"    O{j} = outs[{j}].reshape(-1)" for j in range(len(outputs))),
-             f"    size = min(BLOCK, {n})",
-             *(f"    S{s} = np.empty(size, D{s})" for s in range(len(slot_dtype))),
-             f"    for i in range(0, {n}, BLOCK):",
-             f"        j = min(i + BLOCK, {n})",
-             "        m = j - i",
-             *(f"        i{v} = I{v}[i:j]" for v in used_in)]
+    if cols:
+        rows = n // cols
+        whole, per = f"({rows}, {cols})", max(1, BLOCK // cols)
+        shape_of = {"scalar": "(1, 1)", "row": f"(1, {cols})", "col": f"({rows}, 1)"}
+        lines = ["def run(outs, ins):",
+                 *(f"    I{v} = ins[{v}].reshape({whole if k == 'in' else shape_of[k]})"
+                   for v, k in sorted(kinds.items())),
+                 *(f"    O{j} = outs[{j}].reshape({whole})" for j in range(len(outputs))),
+                 *(f"    S{s} = np.empty(({min(per, rows)}, {cols}), D{s})"
+                   for s in range(len(slot_dtype))),
+                 f"    for i in range(0, {rows}, {per}):",
+                 f"        j = min(i + {per}, {rows})",
+                 "        m = j - i"]
+        block_shape = f"(m, {cols})"
+    else:
+        lines = ["def run(outs, ins):",
+                 *(f"    I{v} = ins[{v}].reshape(-1)" for v in sorted(kinds)),
+                 *(f"    O{j} = outs[{j}].reshape(-1)" for j in range(len(outputs))),
+                 f"    size = min(BLOCK, {n})",
+                 *(f"    S{s} = np.empty(size, D{s})" for s in range(len(slot_dtype))),
+                 f"    for i in range(0, {n}, BLOCK):",
+                 f"        j = min(i + BLOCK, {n})",
+                 "        m = j - i"]
+        block_shape = "(m,)"
+    # an input's block: its rows (or run) of this block; a row vector or a
+    # scalar is the same array for every block
+    lines += [f"        i{v} = I{v}[i:j]" if k in ("in", "col") else f"        i{v} = I{v}"
+              for v, k in sorted(kinds.items())]
     for s, dt in enumerate(slot_dtype):
         env[f"D{s}"] = dt
     for k, (kern, dt, operands) in enumerate(plan):
@@ -77,15 +101,15 @@ def runner(program: dict[str, Any], kernels: dict[str, Callable[..., None]]) -> 
         env[f"K{k}"] = ufunc or kern
         args = []
         for kind, v in operands:
-            if kind == "in" or (kind == "scalar" and ufunc is not None):
+            if kind == "in" or (kind in ("scalar", "row", "col") and ufunc is not None):
                 args.append(f"i{v}")
-            elif kind == "scalar":  # other kernels take views broadcast to the output
-                args.append(f"np.broadcast_to(i{v}, (m,))")
+            elif kind in ("scalar", "row", "col"):  # other kernels take views broadcast
+                args.append(f"np.broadcast_to(i{v}, {block_shape})")  # to the output's shape
             elif kind == "step":
                 args.append(f"v{v}")
             else:
                 if ufunc is not None and isinstance(v, float) and dt.kind == "f" \
-                        and all(kd not in ("in", "scalar") or program["inputs"][w] == dt.name
+                        and all(kd in ("const", "step") or program["inputs"][w] == dt.name
                                 for kd, w in operands):
                     v = dt.type(v)
                 env[f"C{k}_{len(args)}"] = v

@@ -125,14 +125,18 @@ def source(program: dict[str, Any], name: str = "fused") -> str:
     params.append("const long long n")
     read = {v for _, _, operands in steps for kind, v in operands if kind == "in"}
     scalars = {v for _, _, operands in steps for kind, v in operands if kind == "scalar"}
+    cols = program.get("cols", 0)
+    at = {v: f"i % {cols}" if kind == "row" else f"i / {cols}"
+          for _, _, operands in steps for kind, v in operands if kind in ("row", "col")}
     body = [f"const {CTYPE[dt]} p{i} = x{i}[i];" for i, dt in enumerate(ins) if i in read]
+    body += [f"const {CTYPE[dt]} p{i} = x{i}[{at[i]}];" for i, dt in enumerate(ins) if i in at]
     # a scalar input: one element, the same for every thread (read before the loop)
     head = "".join(f"    const {CTYPE[dt]} p{i} = x{i}[0];\n" for i, dt in enumerate(ins)
                    if i in scalars)
     step_dt = [dt for _, dt, _ in steps]
     for k, (op, dt, operands) in enumerate(steps):
-        known = [ins[v] if kind in ("in", "scalar") else step_dt[v] if kind == "step" else None
-                 for kind, v in operands]
+        known = [ins[v] if kind in ("in", "scalar", "row", "col") else
+                 step_dt[v] if kind == "step" else None for kind, v in operands]
         # the type the op computes in: its operands' (comparisons, logical ops,
         # cast) or its result's
         if op in _COMPARE or op in ("cast", "logical_not"):
@@ -141,7 +145,7 @@ def source(program: dict[str, Any], name: str = "fused") -> str:
             opnd = dt
         names = []
         for j, ((kind, v), d) in enumerate(zip(operands, known)):
-            if kind in ("in", "scalar"):
+            if kind in ("in", "scalar", "row", "col"):
                 names.append(f"p{v}")
             elif kind == "step":
                 names.append(f"s{v}")

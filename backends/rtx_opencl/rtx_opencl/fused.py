@@ -48,7 +48,8 @@ WIDTH = C.WIDTH  # floats per work-item in the vector form: PoCL vectorises buil
 def vectorizable(program: dict[str, Any]) -> bool:
     """float32 throughout and only ops whose expression reads the same on float8."""
     return (all(dt == "float32" for dt in program["inputs"])
-            and all(op in _VECTOR_OPS and dt == "float32" for op, dt, _ in program["steps"]))
+            and all(op in _VECTOR_OPS and dt == "float32" for op, dt, _ in program["steps"])
+            and program.get("cols", 0) % WIDTH == 0)  # a vector's elements share a row
 
 
 def source(program: dict[str, Any], width: int = 1) -> tuple[str, list[str]]:
@@ -66,12 +67,22 @@ def source(program: dict[str, Any], width: int = 1) -> tuple[str, list[str]]:
         kinds += ["buf", "long"]
     body = ["const long i = get_global_id(0);"]
     vec = f"float{width}" if width > 1 else None
-    scalars = {v for _, _, operands in steps for kind, v in operands if kind == "scalar"}
+    how = {v: kind for _, _, operands in steps for kind, v in operands
+           if kind in ("scalar", "row", "col")}
+    cols = program.get("cols", 0)
     for i, dt in enumerate(ins):
-        if i in scalars:  # one element, the same for every work-item
-            one = C.load(dt, f"p{i}", f"p{i}_o")
+        kind = how.get(i, "in")
+        if kind in ("scalar", "col"):  # one element for the work-item's elements (a
+            # vector's eight share a row: cols is a multiple of the width there)
+            at = f"p{i}_o" if kind == "scalar" else \
+                f"p{i}_o + (i * {width}) / {cols}" if vec else f"p{i}_o + i / {cols}"
+            one = C.load(dt, f"p{i}", at)
             body.append(f"const {vec} x{i} = ({vec})({one});" if vec else
                         f"const {C.CTYPE[dt][1]} x{i} = {one};")
+        elif kind == "row":  # the row vector at the element's column
+            body.append(f"const {vec} x{i} = vload{width}(0, p{i} + p{i}_o + (i * {width}) % "
+                        f"{cols});" if vec else
+                        f"const {C.CTYPE[dt][1]} x{i} = {C.load(dt, f'p{i}', f'p{i}_o + i % {cols}')};")
         elif vec:
             body.append(f"const {vec} x{i} = vload{width}(0, p{i} + p{i}_o + i * {width});")
         else:
@@ -80,7 +91,8 @@ def source(program: dict[str, Any], width: int = 1) -> tuple[str, list[str]]:
     for k, (op, dt, operands) in enumerate(steps):
         def dtype_of(o: list[Any]) -> str | None:
             kind, v = o
-            return ins[v] if kind in ("in", "scalar") else step_dt[v] if kind == "step" else None
+            return ins[v] if kind in ("in", "scalar", "row", "col") else \
+                step_dt[v] if kind == "step" else None
 
         known = [dtype_of(o) for o in operands]
         if op == "where":
@@ -95,7 +107,8 @@ def source(program: dict[str, Any], width: int = 1) -> tuple[str, list[str]]:
         names = []
         for o, d in zip(operands, known):
             kind, v = o
-            names.append(f"x{v}" if kind in ("in", "scalar") else f"s{v}" if kind == "step"
+            names.append(f"x{v}" if kind in ("in", "scalar", "row", "col") else f"s{v}"
+                         if kind == "step"
                          else _literal(v, opnd if op != "where" or len(names) else "bool"))
         sub = dict(zip("abc", names))
         e = _TOKEN.sub(lambda m: f"({sub[m.group(1)]})", expr)
