@@ -173,6 +173,40 @@ def test_plan_memory_reuses_dead_buffers():
     np.testing.assert_allclose(t(x).numpy(), f(x).numpy(), rtol=1e-6)
 
 
+def test_plan_memory_writes_in_place_only_where_nothing_reads_after(device):
+    """``y = x * 2`` over a dying ``x`` takes ``x``'s memory; a fused group's
+    output takes an input's only if no later step of the group reads it (a
+    runner stores a step's result before the later steps run)."""
+    def chain(x):
+        a = x.exp()
+        b = a * 2.0    # a dies here: b is written over it
+        return b.sum()
+
+    g = P.plan_memory(rc.jit.trace(chain, rc.randn(64)).graph)
+    assert [n for n in g.nodes if n.op == "alloc" and "reuse" in n.attrs]
+
+    w = rc.randn(8, 8, device=device)
+
+    def group(x):
+        t = x @ w          # a whole buffer, dying at the group
+        y = t * 2.0        # output 0: t is read again below, so not over t
+        z = (t + 1.0) * y  # the last step: may be written over t
+        return y, z
+
+    x = rc.randn(8, 8, device=device)
+    traced = rc.jit.trace(group, x)
+    traced.graph = P.optimize(traced.graph)
+    fused = [n for n in traced.graph.nodes if n.op == "fused"]
+    assert len(fused) == 1 and len(fused[0].writes) == 2
+    got, want = traced(x), group(x)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a.cpu().numpy(), b.cpu().numpy(), rtol=1e-6)
+    reuse = {n.id: n.attrs["reuse"] for n in traced.graph.nodes if n.op == "alloc"
+             and "reuse" in n.attrs}
+    y_buf, z_buf = (region for region, _ in fused[0].writes)
+    assert y_buf not in reuse and z_buf in reuse  # z over t; y in its own memory
+
+
 def test_fused_groups_run_on_backends_without_a_fuse_hook(device):
     """prims has no Backend.fuse: the core runs the group's steps one by one."""
     def f(x, y):
