@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import rtxcore as rc
+from rtxcore.testing import raise_device_errors
 import rtxcore.nn.functional as F
 from rtxcore.autograd import gradcheck, gradgradcheck
 
@@ -754,6 +755,7 @@ def test_embedding_max_norm_and_errors(device):
     close(w, [[0.6, 0.8], [0.3, 0.4], [6.0, 8.0]], atol=1e-6)  # only referenced rows renormed
     with pytest.raises(IndexError, match="out of bounds"):
         F.embedding(T(np.array([7]), device), w)
+        raise_device_errors()  # a queued device (cuda) raises at its next read
     with pytest.raises(RuntimeError, match="expected input of integer indices"):
         F.embedding(T(np.array([0.0]), device), w)
     with pytest.raises(ValueError, match="padding_idx 3 must be within num_embeddings"):
@@ -1080,10 +1082,13 @@ def test_cross_entropy_errors(device):
     x = T(np.zeros((3, 4)), device)
     with pytest.raises(IndexError, match=r"Target 7 is out of bounds \(input has 4 classes"):
         F.cross_entropy(x, T(np.array([0, 1, 7]), device))
+        raise_device_errors()
     with pytest.raises(IndexError, match="Target -1 is out of bounds"):
         F.cross_entropy(x, T(np.array([0, -1, 2]), device))
+        raise_device_errors()
     with pytest.raises(IndexError, match="Target 4 is out of bounds"):
         F.cross_entropy(x, T(np.array([0, 4, 2]), device), T(np.ones(4), device))
+        raise_device_errors()
     with pytest.raises(ValueError, match=r"Expected input batch_size \(3\) to match target batch_size \(2\)"):
         F.cross_entropy(x, T(np.array([0, 1]), device))
     with pytest.raises(RuntimeError, match=r"Expected target size \[3, 5\], got \[3, 4\]"):

@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import rtxcore as rc
+from rtxcore.testing import raise_device_errors
 from rtxcore.ops import indexing as I
 from rtxcore.testing import assert_close, to_numpy
 
@@ -287,6 +288,7 @@ def test_getitem_advanced_out_of_range(device, key):
     x, _ = base((3, 5), device)
     with pytest.raises(IndexError) as ei:
         x[key]
+        raise_device_errors()  # a queued device (cuda) raises at its next read
     bad = (key if isinstance(key, list) else key[-1])[-1]
     assert str(bad) in str(ei.value)
 
@@ -442,8 +444,10 @@ def test_gather_errors(device):
     x, _ = base((3, 4), device)
     with pytest.raises(IndexError):
         x.gather(1, rc.tensor([[4]], device=device))
+        raise_device_errors()
     with pytest.raises(IndexError):
         x.gather(1, rc.tensor([[-1]], device=device))
+        raise_device_errors()
     with pytest.raises(RuntimeError):
         x.gather(1, rc.tensor([0, 1], device=device))            # ndim mismatch
     with pytest.raises(RuntimeError):
@@ -527,8 +531,10 @@ def test_scatter_errors(device):
     x, _ = base((3, 4), device)
     with pytest.raises(IndexError):
         x.scatter(0, rc.tensor([[3]], device=device), value=1.0)
+        raise_device_errors()
     with pytest.raises(IndexError):
         x.scatter_add(1, rc.tensor([[4]], device=device), rc.ones(1, 1, device=device, dtype=rc.float64))
+        raise_device_errors()
     with pytest.raises(RuntimeError):
         x.scatter(0, rc.tensor([0], device=device), value=1.0)
 
@@ -549,6 +555,7 @@ def test_index_select(device, dim):
         x.index_select(dim, rc.tensor([[0]], device=device))
     with pytest.raises(IndexError):
         x.index_select(dim, rc.tensor([a.shape[dim]], device=device))
+        raise_device_errors()
 
 
 @pytest.mark.parametrize("mshape", [(3, 4), (4,), (3, 1), (1, 1), ()])
@@ -911,6 +918,7 @@ def test_getitem_matches_numpy(device, case):
     if err is not None:  # e.g. a bool mask's nonzero count doesn't broadcast with the others
         with pytest.raises(IndexError):
             x[to_rc_key(key, device)]
+            raise_device_errors()
         return
     out = x[to_rc_key(key, device)]
     assert_close(out, ref)
