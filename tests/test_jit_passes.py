@@ -238,3 +238,31 @@ def test_conformance_checks_backend_fuse(monkeypatch):
     assert "the steps give" in rows[0][3]
     monkeypatch.setattr(type(dev.backend), "fuse", lambda self, p, i: None)
     assert all(status == "missing" for _, status, _, _ in fuse_entries("cpu"))
+
+
+@pytest.mark.parametrize("case", ["scalar", "row", "transpose", "reshape", "clone"])
+def test_in_place_never_over_an_operand_read_another_way(device, case):
+    """A result takes a dying buffer's memory only when its node reads that buffer
+    once, whole and in order: not when it also reads x[0, 0], a row x[0], x.T or
+    a second reshape of x; and never for copy (a copy engine refuses overlap)."""
+    rng = np.random.default_rng(5)
+    a = rc.tensor(rng.random((96, 64)).astype(np.float32), device=device)
+    b = rc.tensor(rng.random((64, 64)).astype(np.float32), device=device)
+    fs = {"scalar": lambda a, b: (a @ b) * (a @ b)[0, 0] + 1.0,
+          "row": lambda a, b: ((a @ b) + (a @ b)[0]) * 2.0,
+          "transpose": lambda a, b: (lambda x: x + x.T)(b @ b),
+          "reshape": lambda a, b: (lambda x: (x * 2.0, x.reshape(-1) + 1.0))(a @ b),
+          "clone": lambda a, b: (b @ b).clone()}
+
+    def f(a, b):
+        x = a @ b
+        if case == "scalar":
+            return x * x[0, 0] + 1.0
+        return fs[case](a, b)
+
+    traced = rc.jit.trace(f, a, b)
+    traced.graph = P.optimize(traced.graph)
+    got, want = traced(a, b), f(a, b)
+    got, want = (got, want) if isinstance(got, tuple) else ((got,), (want,))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.cpu().numpy(), w.cpu().numpy(), rtol=1e-6)

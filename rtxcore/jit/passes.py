@@ -547,8 +547,18 @@ def plan_memory(g: Graph) -> Graph:
         return b
 
     for i, n in enumerate(g.nodes):
-        if not (n.op == "fused" or (n.op in ELEMENTWISE and n.op != "where" and not n.attrs)):
+        # (not where, copy, cast: kernels that may not take out == x, e.g. a
+        # copy engine refusing overlapping source and destination)
+        if not (n.op == "fused" or (n.op in ELEMENTWISE and not n.attrs
+                                    and n.op not in ("where", "copy", "cast"))):
             continue
+        refs = [a.id for a in _refs(n.args)]
+        # a buffer qualifies only when this node reads it once, whole and in order:
+        # another read (a broadcast of one element or row, a transpose, a second
+        # reshape) would see elements already overwritten
+        reads: dict[int, int] = {}
+        for vid in refs:
+            reads[first[_root(g, vid)]] = reads.get(first[_root(g, vid)], 0) + 1
         if n.op == "fused":
             from .run import input_kinds
 
@@ -566,6 +576,7 @@ def plan_memory(g: Graph) -> Graph:
                          if k == "in" and q not in late]
             else:
                 whole = [a.id for a in n.args if isinstance(a, Ref) and _whole(g, a.id)]
+            whole = [v for v in whole if reads[first[_root(g, v)]] == 1]
             a_buf = region
             if a_buf not in allocs or first_use.get(a_buf) != i:
                 continue
