@@ -655,17 +655,28 @@ def reduce(tensor: Any, dst: int = 0, op: Any = ReduceOp.SUM, group: Any = None,
                    lambda a: pg.comm.reduce(b.a, "sum" if avg else kind, root, a), finish, async_op)
 
 
+def _rooted(name: str, t: Any, lst: list[Any] | None, group: Any, root: int,
+            group_root: int | None, arg: str, role: str) -> tuple[Any, int, int, bool] | None:
+    """gather's and scatter's common start: (group, root's group rank, group size,
+    whether this rank is the root), its list checked on the root; None off the group."""
+    pg = _member(group)
+    if pg is None:
+        return None
+    r = _root(pg, root, group_root, name, arg)
+    n = pg.size()
+    me = pg.rank() == r
+    _root_list(name, lst, t, f"{name}_list", n, me, role)
+    return pg, r, n, me
+
+
 def gather(tensor: Any, gather_list: list[Any] | None = None, dst: int = 0, group: Any = None,
            async_op: bool = False, group_dst: int | None = None) -> Any:
     """Rank ``dst``'s ``gather_list[r]`` gets rank r's ``tensor``."""
     t = _tensor(tensor, "gather: tensor")
-    pg = _member(group)
-    if pg is None:
+    rooted = _rooted("gather", t, gather_list, group, dst, group_dst, "dst", "destination")
+    if rooted is None:
         return None
-    root = _root(pg, dst, group_dst, "gather", "dst")
-    n = pg.size()
-    me = pg.rank() == root
-    _root_list("gather", gather_list, t, "gather_list", n, me, "destination")
+    pg, root, n, me = rooted
     src = _Buf(t, pg)
     recv = _xp(src.a).empty((n, *src.a.shape), src.a.dtype) if me else None
 
@@ -681,13 +692,10 @@ def scatter(tensor: Any, scatter_list: list[Any] | None = None, src: int = 0, gr
             async_op: bool = False, group_src: int | None = None) -> Any:
     """Rank r's ``tensor`` gets rank ``src``'s ``scatter_list[r]``."""
     t = _tensor(tensor, "scatter: tensor")
-    pg = _member(group)
-    if pg is None:
+    rooted = _rooted("scatter", t, scatter_list, group, src, group_src, "src", "source")
+    if rooted is None:
         return None
-    root = _root(pg, src, group_src, "scatter", "src")
-    n = pg.size()
-    me = pg.rank() == root
-    _root_list("scatter", scatter_list, t, "scatter_list", n, me, "source")
+    pg, root, n, me = rooted
     send = _stack_rows(scatter_list, pg) if me else None
     dst = _Buf(t, pg, read=False)
     return _launch(pg, _describe("scatter", t, f", src={root}"),

@@ -29,6 +29,7 @@ from ..ops.core import (_safe_offset, check_dtype, from_host, kernel, make, out_
 from ..tensor import Storage, Tensor
 from .decompose import DECOMPOSE
 from .graph import Graph, Ref
+from .passes import _output_ids
 from .trace import READS_OUT
 
 Plan = Callable[[dict[int, Tensor]], Any]
@@ -84,27 +85,19 @@ class _Builder:
         return f"make(s{r}, {shape!r}, {strides!r}, {off}, {self.bind(dt, 'DT')}, DEV, " \
                f"{self.v(vid)})"
 
-    def arg(self, a: Any) -> str:
+    def arg(self, a: Any, tensors: bool = False) -> str:
+        """A kernel argument: a value as its native view (as a Tensor when
+        ``tensors``: for the core's decompositions), sequences item by item,
+        other constants bound as names."""
         if isinstance(a, Ref):
-            return self.v(a.id)
+            return self.tensor(a.id) if tensors else self.v(a.id)
         if isinstance(a, tuple):
-            return "(" + "".join(self.arg(x) + ", " for x in a) + ")"
+            return "(" + "".join(self.arg(x, tensors) + ", " for x in a) + ")"
         if isinstance(a, list):
-            return "[" + ", ".join(self.arg(x) for x in a) + "]"
-        if a is None or isinstance(a, bool):
-            return repr(a)
-        if type(a) is int:
+            return "[" + ", ".join(self.arg(x, tensors) for x in a) + "]"
+        if a is None or isinstance(a, bool) or type(a) is int:
             return repr(a)
         return self.bind(a)
-
-    def tensor_arg(self, a: Any) -> str:
-        if isinstance(a, Ref):
-            return self.tensor(a.id)
-        if isinstance(a, tuple):
-            return "(" + "".join(self.tensor_arg(x) + ", " for x in a) + ")"
-        if isinstance(a, list):
-            return "[" + ", ".join(self.tensor_arg(x) for x in a) + "]"
-        return self.arg(a)
 
     # -- the nodes ------------------------------------------------------------------------
 
@@ -184,7 +177,7 @@ class _Builder:
         k = dev.kernels.get(op) if op not in COMPOSITES else own_kernel(dev, op, out_dt)
         if k is None and op in DECOMPOSE:  # a composite this backend lacks: the core's
             self.env["no_grad"] = no_grad
-            call_args = [self.tensor(r) for r, _ in n.writes] + [self.tensor_arg(a) for a in args]
+            call_args = [self.tensor(r) for r, _ in n.writes] + [self.arg(a, tensors=True) for a in args]
             if rng is not None:
                 call_args[-2:] = ["_seed", "_off"]
             return pre + ["with no_grad():",
@@ -255,13 +248,3 @@ def _allocator(dev: Device, shape: tuple[int, ...], dtype: D.DType) -> Callable[
         return buf, (h if h is not None else view(buf, shape, strides, 0, dtype))
 
     return alloc
-
-
-def _output_ids(o: Any) -> Any:
-    if isinstance(o, dict):
-        if "view" in o:
-            yield o["view"]
-        for x in o.get("seq", []):
-            yield from _output_ids(x)
-        for _, x in o.get("map", []):
-            yield from _output_ids(x)
