@@ -43,6 +43,8 @@ step = st.one_of(
     # in place into an argument: the caller sees it (an optimizer's update)
     st.tuples(st.just("arg_inplace"), st.sampled_from(["add_", "mul_", "sub_"]),
               st.integers(0, 2), st.integers(0, 99)),
+    # a sum ending a group: over rows (kept as a column, or not) or everything
+    st.tuples(st.just("red"), st.sampled_from(["rows", "rows_keep", "all"]), st.integers(0, 99)),
 )
 
 
@@ -72,6 +74,10 @@ def _program(steps):
                     t = vals[3 + s[2] % (len(vals) - 3)]
                     if t._base is None:
                         t.add_(b.amax())
+            elif kind == "red":
+                v = vals[s[2] % len(vals)]
+                vals.append(v.sum() if s[1] == "all" or v.ndim < 2 else
+                            v.sum(-1, keepdim=s[1] == "rows_keep"))
             elif kind == "view":
                 v = vals[s[2] % len(vals)]
                 if v.ndim == 2 and v.shape[0] == 4 and v.shape[1] == 4:
@@ -155,6 +161,55 @@ def test_fold_constants_and_fusion_shapes():
     t.graph = fused
     np.testing.assert_allclose(t(x).numpy(), f(x).numpy(), rtol=1e-6)
     assert "fused(" in str(fused)
+
+
+def _reductions(g):
+    return [n.attrs["program"].get("reduce") for n in g.kernels() if n.op == "fused"]
+
+
+def test_a_sum_of_a_group_result_ends_the_group():
+    x, w = rc.randn(6, 8), rc.randn(8)
+    cases = [  # (function, the fused groups' reductions, whether a sum runs alone)
+        (lambda x: (x * x).sum(), ["all"], False),                     # a squared norm
+        (lambda x: ((x - 1) * w).exp().sum(-1), ["rows"], False),      # a row sum, a bias
+        (lambda x: (x * 2).reshape(2, 3, 8).sum((1, 2)), ["rows"], False),  # rows of 24
+        (lambda x: ((x * x).sum(-1, keepdim=True) + 1) * x, ["rows"], False),
+        (lambda x: (x * 2 + 1).sum(0), [None], True),  # over the leading axis: apart
+        (lambda x: x.exp().sum() + x.sum(), ["all"], True),  # a sum of an input: apart
+        # the group reads a column of rows of 6, the sum is over rows of 8: apart
+        (lambda x: (x.reshape(8, 6) * x.reshape(48)[:8].reshape(8, 1) + 1).reshape(6, 8).sum(-1),
+         [None], True),
+    ]
+    for f, want, alone in cases:
+        g = P.fuse_elementwise(rc.jit.trace(f, x).graph)
+        assert _reductions(g) == want, g
+        assert ("sum" in [n.op for n in g.kernels()]) == alone, g
+        y = rc.randn(6, 8)
+        t = rc.jit.trace(f, x)
+        t.graph = g
+        np.testing.assert_allclose(t(y).numpy(), f(y).numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(3, 1000), (700, 24), (300, 1001), (1 << 17,), (9, 8)])
+def test_fused_sums_equal_eager_across_blocks(device, shape):
+    """Sizes past one block of the cpu runner and odd row lengths (the opencl
+    runner's scalar path): the fused sums match eager ones (another order of
+    float additions: to float32 rounding)."""
+    rng = np.random.default_rng(1)
+    x = rc.tensor(rng.standard_normal(shape).astype(np.float32), device=device)
+    w = rc.tensor(rng.standard_normal(shape[-1]).astype(np.float32), device=device)
+
+    def f(x):
+        h = (x - 0.5) * w
+        return h.tanh().sum(-1), (h * h).mean(), h.exp()
+
+    t = rc.jit.trace(f, x)
+    t.graph = P.optimize(t.graph)
+    assert len(_reductions(t.graph)) >= 1 and all(_reductions(t.graph))
+    for got, want in zip(t(x), f(x)):
+        g, e = got.cpu().numpy(), want.cpu().numpy()
+        scale = 1e-6 * (np.sqrt(shape[-1]) + 1)
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=scale)
 
 
 def test_plan_memory_reuses_dead_buffers():

@@ -221,6 +221,10 @@ class Backend:
         An output may be the very memory of an ``"in"`` input (an update in
         place): write element ``k`` of an output only after reading element
         ``k`` of the inputs (a broadcast input is never written by its program).
+        A program with ``"reduce"`` ends in a sum, its last step ``["sum",
+        dtype, [["step", j]]]``: over rows of ``cols`` (``"rows"``: that
+        output has ``n // cols`` elements) or over everything (``"all"``: one
+        element). Return None for a ``"reduce"`` the runner doesn't handle.
         The core asks once per (program, device) and keeps the answer."""
         return None
 

@@ -272,6 +272,7 @@ def _numel(v: dict[str, Any]) -> int:
 
 MAX_STEPS = 64  # a fused group's size: its kernel's arguments and its compile time stay small
 MAX_BUFFERS = 24  # inputs + outputs of one group
+REDUCIBLE = {"sum"}  # reductions that may end a group
 
 
 def _whole(g: Graph, vid: int) -> bool:
@@ -308,6 +309,31 @@ def _operand_kind(g: Graph, vid: int) -> tuple[str, int] | None:
     return None
 
 
+def _reduction(g: Graph, n: Node) -> tuple[str, int] | None:
+    """How a reduction node could end a fused group: ``("rows", C)`` for a sum
+    over trailing axes whose C elements per output are consecutive (a row sum:
+    a softmax's backward, a norm's variance), ``("all", 0)`` for a sum of every
+    element (a loss, a squared norm); None when it can't (other axes, a view
+    that isn't whole, a dtype other than float32/float64, an attribute)."""
+    if n.op not in REDUCIBLE or len(n.writes) != 1 or n.attrs or len(n.args) != 2 \
+            or not isinstance(n.args[0], Ref):
+        return None
+    x, axes = n.args
+    region = n.writes[0][0]
+    v = g.values[x.id]
+    if v["dtype"] not in ("float32", "float64") or g.values[region]["dtype"] != v["dtype"] \
+            or not _whole(g, x.id) or not _whole(g, region) or _numel(v) < 2:
+        return None
+    shape, axes = list(v["shape"]), tuple(axes)
+    first = len(shape) - len(axes)
+    if axes != tuple(range(first, len(shape))):
+        return None
+    if first == 0:
+        return "all", 0
+    cols = _numel({"shape": shape[first:]})
+    return ("rows", cols) if cols >= 2 else None
+
+
 def fuse_elementwise(g: Graph, min_nodes: int = 2) -> Graph:
     """Elementwise kernels over the same number of elements become one ``fused``
     node. Each member writes a whole buffer -- a fresh one, or one it updates in
@@ -326,7 +352,12 @@ def fuse_elementwise(g: Graph, min_nodes: int = 2) -> Graph:
 
     A group computes element ``i`` of every step from element ``i`` of its
     operands, and a step reading a buffer comes before any step writing it anew,
-    so running the group element by element (or block by block) is the program."""
+    so running the group element by element (or block by block) is the program.
+
+    A group may end in a sum of one of its results (``_reduction``): over rows
+    of ``cols`` elements (the group's ``cols``) or over everything; the program
+    then says ``"reduce": "rows"`` or ``"all"``, its last step is the sum, and
+    the group closes there."""
     g = _clone(g)
     # every read of every buffer version (through a view too), to know which
     # group results are needed outside; views themselves are layout, not reads
@@ -392,6 +423,7 @@ def fuse_elementwise(g: Graph, min_nodes: int = 2) -> Graph:
             self.made: set[int] = set()  # versions the members make
             self.sb: set[int] = set()  # buffers read through one-element views
             self.refs: set[int] = set()
+            self.reduce = ""  # "rows" / "all" once a reduction ended it
 
         def add(self, i: int, cols: int) -> None:
             n = g.nodes[i]
@@ -430,9 +462,10 @@ def fuse_elementwise(g: Graph, min_nodes: int = 2) -> Graph:
     nodes: list[Node] = []
 
     def close(c: int) -> None:
-        nodes.extend(_fused_node(open_groups.pop(c).members))
+        grp = open_groups.pop(c)
+        nodes.extend(_fused_node(grp.members, grp.reduce))
 
-    def _fused_node(grp: list[int]) -> list[Node]:
+    def _fused_node(grp: list[int], reduce: str = "") -> list[Node]:
         members = [g.nodes[i] for i in grp]
         if len(grp) < min_nodes:
             return members
@@ -443,6 +476,12 @@ def fuse_elementwise(g: Graph, min_nodes: int = 2) -> Graph:
         cols = 0
         for m in members:
             operands = []
+            if reduce and m is members[-1]:  # the sum: of a step's result
+                steps.append([m.op, g.values[m.writes[0][0]]["dtype"],
+                              [["step", made[_root(g, m.args[0].id)]]]])
+                if reduce == "rows":
+                    cols = cols or _reduction(g, m)[1]
+                continue
             for a in m.args:
                 if isinstance(a, Ref):
                     if _root(g, a.id) in made:  # the version, or a reshape of it
@@ -481,6 +520,8 @@ def fuse_elementwise(g: Graph, min_nodes: int = 2) -> Graph:
                    "steps": steps, "outputs": outputs}
         if cols:
             program["cols"] = cols
+        if reduce:
+            program["reduce"] = reduce
         return [Node(writes[0][1] if writes else -1, "fused", [Ref(v) for v in ins],
                      {"program": program}, writes)]
 
@@ -495,8 +536,23 @@ def fuse_elementwise(g: Graph, min_nodes: int = 2) -> Graph:
         f = fusable(n)
         c, cols = f if f is not None else (None, 0)
         home = open_groups.get(c) if c is not None else None
+        red = _reduction(g, n) if c is None else None
+        if red is not None:
+            # a sum of a group member's result (of the group's size, its rows
+            # the group's rows) ends that group
+            kind, rcols = red
+            src = _root(g, n.args[0].id)
+            home = next((grp for grp in open_groups.values() if src in grp.made), None)
+            if home is None or home.count != _numel(g.values[n.args[0].id]) or \
+                    (kind == "rows" and home.cols and home.cols != rcols) or not home.admits(n, 0):
+                home, red = None, None
         for k in [k for k, grp in open_groups.items() if grp is not home and grp.conflicts(r, w)]:
             close(k)
+        if red is not None:
+            home.add(i, red[1])
+            home.reduce = red[0]
+            close(home.count)
+            continue
         if c is None or "rng" in n.attrs:
             nodes.append(n)
             continue

@@ -189,35 +189,37 @@ class _Builder:
         return pre + [f"{self.bind(k, 'K')}({', '.join(call_args)})"]
 
     def _fused(self, n: Any) -> list[str]:
-        from .run import fused_runner, input_kinds, input_sizes, run_steps
+        from .run import fused_runner, input_kinds, input_sizes, output_sizes, run_steps
 
         prog = n.attrs["program"]
         fn = fused_runner(prog, self.dev)
         count = prog["n"]
         kinds, sizes = input_kinds(prog), input_sizes(prog)
 
-        def where(vid: int, i: int | None = None) -> str:
+        def where(vid: int, i: int | None = None, size: int | None = None) -> str:
             # outputs and "in" inputs are whole buffers (offset 0) of ``count``
-            # elements; a broadcast input the elements its view starts at
+            # elements (``size``: a reduction's output); a broadcast input the
+            # elements its view starts at
             val = self.g.values[vid]
-            shape, off = ((count,), 0) if i is None or kinds[i] == "in" else \
+            shape, off = ((size or count,), 0) if i is None or kinds[i] == "in" else \
                 ((sizes[i],), _safe_offset(val.get("offset", 0), (sizes[i],)))
             return f"b{self.root[vid]}, {shape!r}, (1,), {off}, " \
                    f"{self.bind(D.BY_NAME[val['dtype']], 'DT')}"
 
         if fn is not None:
-            outs = ", ".join(f"VIEW({where(r)})" for r, _ in n.writes)
+            outs = ", ".join(f"VIEW({where(r, size=m)})"
+                             for (r, _), m in zip(n.writes, output_sizes(prog)))
             ins = ", ".join(f"VIEW({where(a.id, i)})" for i, a in enumerate(n.args))
             return [f"{self.bind(fn, 'F')}([{outs}], [{ins}])"]
         self.env["run_steps"] = run_steps
 
-        def flat_t(vid: int, i: int | None = None) -> str:
+        def flat_t(vid: int, i: int | None = None, size: int | None = None) -> str:
             r = self.root[vid]
             self.need_storage.add(r)
-            layout = where(vid, i).split(", ", 1)[1]  # all but the buffer
+            layout = where(vid, i, size).split(", ", 1)[1]  # all but the buffer
             return f"make(s{r}, {layout}, DEV)"
 
-        outs = ", ".join(flat_t(r) for r, _ in n.writes)
+        outs = ", ".join(flat_t(r, size=m) for (r, _), m in zip(n.writes, output_sizes(prog)))
         ins = ", ".join(flat_t(a.id, i) for i, a in enumerate(n.args))
         return [f"run_steps({self.bind(prog, 'P')}, [{outs}], [{ins}], DEV)"]
 

@@ -151,13 +151,12 @@ def _run_fused(n: Any, env: dict[int, Tensor], dev: Device) -> None:
     """A fused group: the backend's runner for it, else its steps one by one."""
     prog = n.attrs["program"]
     fn = fused_runner(prog, dev)
-    count = prog["n"]
     sizes = input_sizes(prog)
 
     def flat_view(t: Tensor, shape: tuple[int, ...]) -> Tensor:
         return as_view(t, shape, (1,), t._offset) if t._shape != shape else t
 
-    outs = [flat_view(env[r], (count,)) for r, _ in n.writes]
+    outs = [flat_view(env[r], (m,)) for (r, _), m in zip(n.writes, output_sizes(prog))]
     ins = [flat_view(env[a.id], (sizes[i],)) for i, a in enumerate(n.args)]
     if fn is not None:
         fn([view_of(t) for t in outs], [view_of(t) for t in ins])
@@ -183,13 +182,22 @@ def input_sizes(prog: dict[str, Any]) -> list[int]:
     return [size[k] for k in input_kinds(prog)]
 
 
+def output_sizes(prog: dict[str, Any]) -> list[int]:
+    """The element count of each output of a fused program: ``n``, but for the
+    sum ending a reducing program: one per row (``"rows"``) or one (``"all"``)."""
+    n, last = prog["n"], len(prog["steps"]) - 1
+    red = {"rows": n // prog["cols"] if prog.get("cols") else n, "all": 1}.get(prog.get("reduce"))
+    return [red if red is not None and k == last else n for k in prog["outputs"]]
+
+
 def run_steps(prog: dict[str, Any], outs: list[Tensor], ins: list[Tensor], dev: Device) -> None:
     """A fused program's steps one by one through ``dev``'s kernels (what a
     backend without ``Backend.fuse`` gets, and the conformance suite's reference):
     ``outs`` are tensors of ``prog["n"]`` contiguous elements, ``ins`` of
     ``input_sizes(prog)``. With row or column operands the steps run on
     (rows, cols) views, the broadcasts as 0-stride views, as the kernels get
-    them from the core."""
+    them from the core. A reducing program's last step is the device's sum
+    kernel over the rows (its output ``(rows, 1)``) or over everything."""
     where = {k: j for j, k in enumerate(prog["outputs"])}
     count = prog["n"]
     cols = prog.get("cols", 0)
@@ -198,14 +206,25 @@ def run_steps(prog: dict[str, Any], outs: list[Tensor], ins: list[Tensor], dev: 
     bcast = {"in": full, "scalar": (0,) * len(shape), "row": (0, 1), "col": (1, 0)}
     kinds = input_kinds(prog)
     ins = [as_view(t, shape, bcast[k], t._offset) for t, k in zip(ins, kinds)]
-    outs = [as_view(t, shape, full, t._offset) for t in outs]
+    outs = [as_view(t, shape, full, t._offset) if k != len(prog["steps"]) - 1 or
+            not prog.get("reduce") else t for t, k in zip(outs, prog["outputs"])]
     vals: list[Tensor] = []
-    for k, (op, dt, operands) in enumerate(prog["steps"]):
+    steps = prog["steps"]
+    if prog.get("reduce"):
+        steps = steps[:-1]
+        op, dt, [(_, src)] = prog["steps"][-1]
+    for k, (op, dt, operands) in enumerate(steps):
         o = outs[where[k]] if k in where else empty(shape, D.BY_NAME[dt], dev)
         args = [view_of(ins[v]) if kind in ("in", "scalar", "row", "col") else
                 view_of(vals[v]) if kind == "step" else v for kind, v in operands]
         kernel(dev, op)(view_of(o), *args)
         vals.append(o)
+    if prog.get("reduce"):
+        o = outs[where[len(steps)]]
+        axes = tuple(range(len(shape))) if prog["reduce"] == "all" else (len(shape) - 1,)
+        oshape = tuple(1 if d in axes else s for d, s in enumerate(shape))
+        o = as_view(o, oshape, cstrides(oshape), o._offset)
+        kernel(dev, prog["steps"][-1][0])(view_of(o), view_of(vals[src]), axes)
 
 
 def _buffer_of(vid: int, env: dict[int, Tensor], vals: dict[int, dict[str, Any]]) -> Tensor:

@@ -517,6 +517,28 @@ FUSE_PROGRAMS: list[dict[str, Any]] = [
                ["div", "float32", [["step", 0], ["step", 2]]],
                ["sub", "float32", [["in", 0], ["step", 3]]]],
      "outputs": [4]},
+    {"n": 37 * 24, "cols": 24, "reduce": "rows",  # ends in a row sum: x - mean[:, None],
+     "inputs": ["float32", "float32"],            # its square summed per row, and exp
+     "steps": [["sub", "float32", [["in", 0], ["col", 1]]],
+               ["mul", "float32", [["step", 0], ["step", 0]]],
+               ["exp", "float32", [["step", 0]]],
+               ["sum", "float32", [["step", 1]]]],
+     "outputs": [2, 3]},
+    {"n": 11 * 13, "cols": 13, "reduce": "rows",  # float64, an odd row length, a bias
+     "inputs": ["float64", "float64"],
+     "steps": [["mul", "float64", [["in", 0], ["row", 1]]],
+               ["tanh", "float64", [["step", 0]]],
+               ["sum", "float64", [["step", 1]]]],
+     "outputs": [2]},
+    {"n": 5003, "reduce": "all", "inputs": ["float32", "float32"],  # a sum of everything
+     "steps": [["mul", "float32", [["in", 0], ["in", 1]]],
+               ["add", "float32", [["step", 0], ["const", 0.25]]],
+               ["sum", "float32", [["step", 1]]]],
+     "outputs": [2]},
+    {"n": 8 * 1000, "reduce": "all", "inputs": ["float32"],  # a squared norm
+     "steps": [["mul", "float32", [["in", 0], ["in", 0]]],
+               ["sum", "float32", [["step", 0]]]],
+     "outputs": [1]},
 ]
 # program -> (output, input): that output is written into that input's memory
 FUSE_ALIAS: dict[int, tuple[int, int]] = {5: (0, 0)}
@@ -527,7 +549,7 @@ def fuse_entries(device: str) -> list[Entry]:
     one on cpu; "missing" where the backend has no runner (the core then runs
     the steps through the device's kernels, each checked by its own rows)."""
     from .. import dtype as D
-    from ..jit.run import input_sizes, run_steps
+    from ..jit.run import input_sizes, output_sizes, run_steps
     from ..ops.core import empty, ready_device, view_of
 
     dev = ready_device(device)
@@ -551,12 +573,14 @@ def fuse_entries(device: str) -> list[Entry]:
         data = []
         for q, dt in enumerate(prog["inputs"]):
             a = rng.standard_normal(sizes[q]) * 3
-            if sizes[q] >= 4:
+            if sizes[q] >= 4 and prog.get("reduce") != "all":  # (a NaN would be all it sums)
                 a[:4] = [0.0, -0.0, np.nan, np.inf] if dt.startswith("float") else a[:4]
             data.append(a.astype(dt) if dt.startswith("float") else
                         rng.integers(-100, 100, a.shape).astype(dt))
         ins = [_rc().tensor(a.copy(), device=device) for a in data]
-        outs = [empty((n,), D.BY_NAME[prog["steps"][k][1]], dev) for k in prog["outputs"]]
+        osizes = output_sizes(prog)
+        outs = [empty((m,), D.BY_NAME[prog["steps"][k][1]], dev)
+                for k, m in zip(prog["outputs"], osizes)]
         if i in FUSE_ALIAS:
             j, into = FUSE_ALIAS[i]
             outs[j] = ins[into]
@@ -568,12 +592,15 @@ def fuse_entries(device: str) -> list[Entry]:
         # the reference: the same steps one by one on cpu (the reference backend),
         # so a row depends on the fused runner alone
         cpu = ready_device("cpu")
-        refs = [empty((n,), D.BY_NAME[prog["steps"][k][1]], cpu) for k in prog["outputs"]]
+        refs = [empty((m,), D.BY_NAME[prog["steps"][k][1]], cpu)
+                for k, m in zip(prog["outputs"], osizes)]
         run_steps(prog, refs, [_rc().tensor(a.copy(), device="cpu") for a in data], cpu)
         worst, bad = 0.0, ""
         for j, (o, r) in enumerate(zip(outs, refs)):
             got, want = o.cpu().numpy(), r.cpu().numpy()
-            if got.dtype.kind == "f":
+            if got.dtype.kind == "f" and osizes[j] != n:  # a sum: in another order
+                ok = np.isclose(got, want, rtol=1e-5, atol=1e-5 * n / osizes[j], equal_nan=True)
+            elif got.dtype.kind == "f":
                 ok = np.isclose(got, want, rtol=2e-6, atol=1e-6, equal_nan=True)
             else:
                 ok = got == want

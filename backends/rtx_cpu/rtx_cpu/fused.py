@@ -4,7 +4,10 @@ Each block of ``BLOCK`` elements goes through every step before the next block
 starts, so the intermediates live in small scratch arrays that stay in cache,
 and a step's result that nothing outside the group reads is never written to a
 full-size buffer. The steps are this backend's own kernels, so results equal
-the unfused ones bit for bit.
+the unfused ones bit for bit -- but for a group ending in a sum of everything
+(``"reduce": "all"``), which sums each block and then the blocks' sums: the
+same float rounding, another order. A sum over rows (``"reduce": "rows"``) runs
+on blocks of whole rows, row by row as the unfused sum does.
 """
 
 from __future__ import annotations
@@ -21,6 +24,10 @@ def runner(program: dict[str, Any], kernels: dict[str, Callable[..., None]]) -> 
     if any(op not in kernels for op, _, _ in steps):
         return None
     n = program["n"]
+    reduce = program.get("reduce")
+    if reduce not in (None, "rows", "all") or (reduce and steps[-1][0] != "sum"):
+        return None
+    last_step = len(steps) - 1 if reduce else -1  # the sum ending the group
     outputs = {k: j for j, k in enumerate(program["outputs"])}
     plan = [(kernels[op], np.dtype(dt if dt != "bool" else np.bool_), operands)
             for op, dt, operands in steps]
@@ -41,7 +48,7 @@ def runner(program: dict[str, Any], kernels: dict[str, Callable[..., None]]) -> 
         for kind, v in operands:
             if kind == "step" and last.get(v) == k and v in slot_of and slot_of[v] not in free:
                 free.append(slot_of[v])
-        if k not in outputs:
+        if k not in outputs and k != last_step:
             pick = next((s for s in free if slot_dtype[s] == dt), None)
             if pick is None:
                 slot_dtype.append(dt)
@@ -73,13 +80,15 @@ def runner(program: dict[str, Any], kernels: dict[str, Callable[..., None]]) -> 
         lines = ["def run(outs, ins):",
                  *(f"    I{v} = ins[{v}].reshape({whole if k == 'in' else shape_of[k]})"
                    for v, k in sorted(kinds.items())),
-                 *(f"    O{j} = outs[{j}].reshape({whole})" for j in range(len(outputs))),
+                 *(f"    O{j} = outs[{j}].reshape({whole if k != last_step else (rows, 1) if reduce == 'rows' else (1,)})"
+                   for k, j in outputs.items()),
                  *(f"    S{s} = np.empty(({min(per, rows)}, {cols}), D{s})"
                    for s in range(len(slot_dtype))),
                  f"    for i in range(0, {rows}, {per}):",
                  f"        j = min(i + {per}, {rows})",
                  "        m = j - i"]
         block_shape = f"(m, {cols})"
+        blocks, per_block, keep = -(-rows // per), per, "(1, 1)"
     else:
         lines = ["def run(outs, ins):",
                  *(f"    I{v} = ins[{v}].reshape(-1)" for v in sorted(kinds)),
@@ -90,6 +99,10 @@ def runner(program: dict[str, Any], kernels: dict[str, Callable[..., None]]) -> 
                  f"        j = min(i + BLOCK, {n})",
                  "        m = j - i"]
         block_shape = "(m,)"
+        blocks, per_block, keep = -(-n // BLOCK), BLOCK, "(1,)"
+    if reduce == "all" and blocks > 1:  # each block's sum, then theirs
+        lines.insert(1, f"    R = np.empty({blocks}, D{len(slot_dtype)})")
+        env[f"D{len(slot_dtype)}"] = plan[-1][1]
     # an input's block: its rows (or run) of this block; a row vector or a
     # scalar is the same array for every block
     lines += [f"        i{v} = I{v}[i:j]" if k in ("in", "col") else f"        i{v} = I{v}"
@@ -97,6 +110,20 @@ def runner(program: dict[str, Any], kernels: dict[str, Callable[..., None]]) -> 
     for s, dt in enumerate(slot_dtype):
         env[f"D{s}"] = dt
     for k, (kern, dt, operands) in enumerate(plan):
+        if k == last_step:
+            env["KSUM"] = kern
+            (_, src), = operands
+            if reduce == "rows":
+                lines.append(f"        KSUM(O{outputs[k]}[i:j], v{src}, (1,))")
+            elif blocks == 1:  # one block: its sum is the sum
+                lines.append(f"        KSUM(O{outputs[k]}.reshape({keep}), v{src}, "
+                             f"{'(0, 1)' if cols else '(0,)'})")
+            else:
+                b = f"i // {per_block}"
+                lines.append(f"        KSUM(R[{b}:{b} + 1].reshape({keep}), v{src}, "
+                             f"{'(0, 1)' if cols else '(0,)'})")
+                lines.append(f"    KSUM(O{outputs[k]}, R, (0,))")
+            continue
         ufunc = getattr(kern, "ufunc", None)
         env[f"K{k}"] = ufunc or kern
         args = []

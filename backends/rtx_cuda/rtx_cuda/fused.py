@@ -108,7 +108,7 @@ def supported(program: dict[str, Any]) -> bool:
     dtypes = set(program["inputs"]) | {dt for _, dt, _ in program["steps"]}
     if not dtypes <= set(CTYPE):
         return False  # float16, complex, ...
-    for op, dt, _ in program["steps"]:
+    for op, dt, _ in program["steps"][:-1] if program.get("reduce") else program["steps"]:
         if op not in UNARY and op not in BINARY and op not in TERNARY:
             return False
         if op == "pow" and dt not in FLOATS:
@@ -118,9 +118,20 @@ def supported(program: dict[str, Any]) -> bool:
 
 def source(program: dict[str, Any], name: str = "fused") -> str:
     """The CUDA C of kernel ``name`` running ``program``: ``name(o0, ..., x0,
-    ..., n)``, each output and input a pointer to ``n`` contiguous elements."""
+    ..., n)``, each output and input a pointer to ``n`` contiguous elements.
+
+    A group ending in a sum (``"reduce"``): for ``"rows"`` each thread runs
+    the elements of its rows in order and stores each row's sum (one thread a
+    row: simple, and uncoalesced where rows are long); for ``"all"`` each
+    thread adds up the elements of its grid-stride loop into ``part[thread]``
+    (one more parameter), which the runner then sums."""
     ins, steps, outs = program["inputs"], program["steps"], program["outputs"]
+    reduce = program.get("reduce")
     params = [f"{CTYPE[steps[k][1]]}* o{j}" for j, k in enumerate(outs)]
+    if reduce:
+        (_, src), = steps[-1][2]
+        red_t, red_j = CTYPE[steps[-1][1]], outs.index(len(steps) - 1)
+        steps = steps[:-1]
     params += [f"const {CTYPE[dt]}* x{i}" for i, dt in enumerate(ins)]
     params.append("const long long n")
     read = {v for _, _, operands in steps for kind, v in operands if kind == "in"}
@@ -155,7 +166,32 @@ def source(program: dict[str, Any], name: str = "fused") -> str:
         expr = _TOKEN.sub(lambda m: sub[m.group(1)] if m.group(1) == "T" else f"({sub[m.group(1)]})",
                           _expression(op, opnd))
         body.append(f"const {CTYPE[dt]} s{k} = ({CTYPE[dt]})({expr});")
-    body += [f"o{j}[i] = s{k};" for j, k in enumerate(outs)]
+    body += [f"o{j}[i] = s{k};" for j, k in enumerate(outs) if k < len(steps)]
+    if reduce == "rows":
+        cols = program["cols"]
+        body.append(f"acc += s{src};")
+        loop = "\n            ".join(body)
+        return (f'extern "C" __global__ void {name}({", ".join(params)})\n{{\n'
+                f"{head}"
+                "    const long long stride = (long long)blockDim.x * gridDim.x;\n"
+                f"    for (long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x; "
+                f"r < n / {cols}; r += stride) {{\n"
+                f"        {red_t} acc = 0;\n"
+                f"        for (long long i = r * {cols}; i < (r + 1) * {cols}; i++) {{\n"
+                f"            {loop}\n        }}\n"
+                f"        o{red_j}[r] = acc;\n    }}\n}}\n")
+    if reduce == "all":
+        params.insert(-1, f"{red_t}* part")
+        body.append(f"acc += s{src};")
+        loop = "\n        ".join(body)
+        return (f'extern "C" __global__ void {name}({", ".join(params)})\n{{\n'
+                f"{head}"
+                "    const long long stride = (long long)blockDim.x * gridDim.x;\n"
+                "    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+                f"    {red_t} acc = 0;\n"
+                "    for (long long i = t; i < n; i += stride) {\n"
+                f"        {loop}\n    }}\n"
+                "    part[t] = acc;\n}\n")
     loop = "\n        ".join(body)
     return (f'extern "C" __global__ void {name}({", ".join(params)})\n{{\n'
             f"{head}"
@@ -169,6 +205,9 @@ _compiled: dict[tuple[str, int], Any] = {}
 
 
 def runner(program: dict[str, Any]) -> Callable[[list[Any], list[Any]], None] | None:
+    if program.get("reduce") not in (None, "rows", "all") or \
+            (program.get("reduce") and program["steps"][-1][0] != "sum"):
+        return None
     if not supported(program):
         return None
     try:
@@ -177,6 +216,9 @@ def runner(program: dict[str, Any]) -> Callable[[list[Any], list[Any]], None] | 
         return None  # an op not defined for a dtype: the core runs the steps one by one
     key = json.dumps(program, sort_keys=True, default=str)
     n = program["n"]
+    reduce = program.get("reduce")
+    work = n // program["cols"] if reduce == "rows" else n  # threads' items: rows or elements
+    blocks = min((work + BLOCK - 1) // BLOCK, MAX_BLOCKS)
 
     def run(outs: list[Any], ins: list[Any]) -> None:
         if n == 0:
@@ -187,7 +229,12 @@ def runner(program: dict[str, Any]) -> Callable[[list[Any], list[Any]], None] | 
             k = _compiled.get((key, dev.id))
             if k is None:
                 k = _compiled[(key, dev.id)] = cp.RawKernel(code, "fused")
-            blocks = min((n + BLOCK - 1) // BLOCK, MAX_BLOCKS)
-            k((blocks,), (BLOCK,), (*outs, *ins, cp.int64(n)))
+            if reduce == "all":  # each thread's sum, then theirs
+                j = program["outputs"].index(len(program["steps"]) - 1)
+                part = cp.empty(blocks * BLOCK, outs[j].dtype)
+                k((blocks,), (BLOCK,), (*outs, *ins, part, cp.int64(n)))
+                cp.sum(part, keepdims=True, out=outs[j].reshape(1))
+            else:
+                k((blocks,), (BLOCK,), (*outs, *ins, cp.int64(n)))
 
     return run

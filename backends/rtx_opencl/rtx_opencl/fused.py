@@ -47,8 +47,10 @@ WIDTH = C.WIDTH  # floats per work-item in the vector form: PoCL vectorises buil
 
 def vectorizable(program: dict[str, Any]) -> bool:
     """float32 throughout and only ops whose expression reads the same on float8."""
+    steps = program["steps"][:-1] if program.get("reduce") else program["steps"]
     return (all(dt == "float32" for dt in program["inputs"])
-            and all(op in _VECTOR_OPS and dt == "float32" for op, dt, _ in program["steps"])
+            and all(op in _VECTOR_OPS and dt == "float32" for op, dt, _ in steps)
+            and all(dt == "float32" for _, dt, _ in program["steps"])
             and program.get("cols", 0) % WIDTH == 0)  # a vector's elements share a row
 
 
@@ -57,15 +59,19 @@ def source(program: dict[str, Any], width: int = 1) -> tuple[str, list[str]]:
     ``width`` > 1 (a vectorizable program) each work-item does ``width``
     consecutive elements on vector types."""
     ins, steps, outs = program["inputs"], program["steps"], program["outputs"]
+    reduce = program.get("reduce")
+    if reduce:  # the last step is the sum: not an elementwise expression
+        steps = steps[:-1]
     dtypes = set(ins) | {dt for _, dt, _ in steps}
     params, kinds = [], []
     for j, k in enumerate(outs):
-        params += [f"__global {C.CTYPE[steps[k][1]][0]} *o{j}", f"long o{j}_o"]
+        dt = program["steps"][k][1]
+        params += [f"__global {C.CTYPE[dt][0]} *o{j}", f"long o{j}_o"]
         kinds += ["buf", "long"]
     for i, dt in enumerate(ins):
         params += [f"__global const {C.CTYPE[dt][0]} *p{i}", f"long p{i}_o"]
         kinds += ["buf", "long"]
-    body = ["const long i = get_global_id(0);"]
+    body = [] if reduce else ["const long i = get_global_id(0);"]
     vec = f"float{width}" if width > 1 else None
     how = {v: kind for _, _, operands in steps for kind, v in operands
            if kind in ("scalar", "row", "col")}
@@ -116,19 +122,84 @@ def source(program: dict[str, Any], width: int = 1) -> tuple[str, list[str]]:
         body.append(f"#undef CT\n#define CT {ct}")
         body.append(f"const {rt} s{k} = ({rt})({e});")
     for j, k in enumerate(outs):
+        if k == len(steps):
+            continue  # the sum: stored once the loop is done
         if vec:
             body.append(f"vstore{width}(s{k}, 0, o{j} + o{j}_o + i * {width});")
         else:
             body.append(C.store(steps[k][1], f"o{j}", f"o{j}_o + i", f"s{k}"))
+    if reduce:
+        return _reducing(program, width, params, kinds, body, dtypes)
     src = (C.header(dtypes) + "#define CT float\n"
            + "__kernel void k(" + ", ".join(params) + ")\n{\n    "
            + "\n    ".join(body) + "\n}\n")
     return src, kinds
 
 
+PARTS = 4096  # most work-items (partial sums) of a sum over everything
+CHUNK = 32  # fewest elements (vectors) a work-item sums there
+
+
+def _hsum(acc: str, width: int) -> tuple[list[str], str]:
+    """(statements, expression): the sum of a float``width``'s lanes, pairwise."""
+    lines = []
+    lanes = "0123456789abcdef"
+    while width > 1:
+        half = width // 2
+        t = f"h{half}"
+        typ = f"float{half}" if half > 1 else "float"
+        lines.append(f"const {typ} {t} = {acc}.s{lanes[:half]} + {acc}.s{lanes[half:width]};")
+        acc, width = t, half
+    return lines, acc
+
+
+def _reducing(program: dict[str, Any], width: int, params: list[str], kinds: list[str],
+              body: list[str], dtypes: set[str]) -> tuple[str, list[str]]:
+    """The kernel of a group ending in a sum. ``"rows"``: work-item ``r`` runs
+    the elements of row ``r`` in order (``width`` at a time), adding up the
+    summed step, and stores the row's sum. ``"all"``: work-item ``q`` runs
+    ``chunk`` consecutive elements (vectors) and stores its partial sum into
+    ``part[q]``; a second kernel ``k2`` adds the partials in order into the
+    output (two launches, no atomics)."""
+    steps, outs = program["steps"], program["outputs"]
+    (_, src), = steps[-1][2]
+    dt = steps[-1][1]
+    ct = C.CTYPE[dt][1]
+    acc_t = f"float{width}" if width > 1 else ct
+    j = outs.index(len(steps) - 1)
+    n = program["n"] // width  # elements (vectors) in all
+    loop = "\n        ".join(body + [f"acc += s{src};"])
+    fold, total = _hsum("acc", width)
+    if program["reduce"] == "rows":
+        per = program["cols"] // width
+        head = ["const long r = get_global_id(0);", f"{acc_t} acc = ({acc_t})(0);",
+                f"for (long i = r * {per}; i < (r + 1) * {per}; i++) {{"]
+        tail = ["}", *fold, C.store(dt, f"o{j}", f"o{j}_o + r", total)]
+        extra = ""
+    else:
+        params = params + [f"__global {ct} *part", "long chunk"]
+        kinds = kinds + ["buf", "long"]
+        head = ["const long q = get_global_id(0);", f"{acc_t} acc = ({acc_t})(0);",
+                f"const long end = min((q + 1) * chunk, (long){n});",
+                "for (long i = q * chunk; i < end; i++) {"]
+        tail = ["}", *fold, f"part[q] = {total};"]
+        extra = (f"__kernel void k2(__global {C.CTYPE[dt][0]} *o, long o_o, "
+                 f"__global const {ct} *part, long parts)\n{{\n"
+                 f"    {ct} acc = 0;\n    for (long q = 0; q < parts; q++) acc += part[q];\n"
+                 f"    {C.store(dt, 'o', 'o_o', 'acc')}\n}}\n")
+    src = (C.header(dtypes | {dt}) + "#define CT float\n"
+           + "__kernel void k(" + ", ".join(params) + ")\n{\n    "
+           + "\n    ".join(head) + "\n        " + loop + "\n    "
+           + "\n    ".join(tail) + "\n}\n" + extra)
+    return src, kinds
+
+
 def runner(program: dict[str, Any]) -> Callable[..., None] | None:
     steps = program["steps"]
-    for op, dt, operands in steps:
+    if program.get("reduce") not in (None, "rows", "all") or \
+            (program.get("reduce") and steps[-1][0] != "sum"):
+        return None
+    for op, dt, operands in steps[:-1] if program.get("reduce") else steps:
         if op not in C.UNARY and op not in C.BINARY and op not in C.TERNARY:
             return None
         if op == "pow" and dt not in C.FLOATS:
@@ -140,6 +211,8 @@ def runner(program: dict[str, Any]) -> Callable[..., None] | None:
     key = ("fused", json.dumps(program, sort_keys=True, default=str))
     n = program["n"]
     vector = vectorizable(program) and n >= WIDTH
+    if program.get("reduce"):
+        return _reduce_runner(program, key, vector and n % WIDTH == 0)
 
     def run(outs: list[Any], ins: list[Any]) -> None:
         if n == 0:
@@ -162,3 +235,39 @@ def runner(program: dict[str, Any]) -> Callable[..., None] | None:
                 K._enqueue(dev, k, n, args)
 
     return run
+
+
+def _reduce_runner(program: dict[str, Any], key: tuple, vector: bool) -> Callable[..., None]:
+    width = WIDTH if vector else 1
+    key = key + (width,)
+    n = program["n"] // width
+    dt = program["steps"][-1][1]
+    item = 4 if dt == "float32" else 8
+    if program["reduce"] == "rows":
+        rows = program["n"] // program["cols"]
+
+        def run(outs: list[Any], ins: list[Any]) -> None:
+            dev = outs[0].buffer.dev
+            args: list[Any] = []
+            for v in list(outs) + list(ins):
+                args += [v.buffer.mem, v.offset]
+            K._enqueue(dev, K._kernel(dev, key, lambda: source(program, width)), rows, args)
+
+        return run
+    chunk = max(CHUNK, -(-n // PARTS))
+    parts = -(-n // chunk)
+
+    def run_all(outs: list[Any], ins: list[Any]) -> None:
+        dev = outs[0].buffer.dev
+        j = program["outputs"].index(len(program["steps"]) - 1)
+        part = dev.alloc(parts * item, f"{parts} x {dt}")
+        args: list[Any] = []
+        for v in list(outs) + list(ins):
+            args += [v.buffer.mem, v.offset]
+        K._enqueue(dev, K._kernel(dev, key, lambda: source(program, width)), parts,
+                   args + [part.mem, chunk])
+        k2 = K._kernel(dev, key + ("k2",), lambda: (source(program, width)[0],
+                                                      ["buf", "long", "buf", "long"]), "k2")
+        k2(dev.queue, (1,), (1,), outs[j].buffer.mem, outs[j].offset, part.mem, parts)
+
+    return run_all
