@@ -76,7 +76,8 @@ _threads: int | None = None
 
 
 def set_num_threads(n: int) -> None:
-    """Threads for the cpu backend's BLAS and OpenMP pools. Applied through
+    """Threads for the cpu backend's BLAS and OpenMP pools, and for its fused
+    groups of ``rtxcore.compile`` (``rtx_cpu.fused``: read at each call). Applied through
     ``threadpoolctl`` when it is installed (limits NumPy's BLAS from now on);
     without it only stored and reported back: the pools keep the size they got
     at import (set ``OMP_NUM_THREADS`` before starting to change it)."""

@@ -321,3 +321,48 @@ def test_in_place_never_over_an_operand_read_another_way(device, case):
     got, want = (got, want) if isinstance(got, tuple) else ((got,), (want,))
     for g, w in zip(got, want):
         np.testing.assert_allclose(g.cpu().numpy(), w.cpu().numpy(), rtol=1e-6)
+
+
+def test_cpu_fused_groups_split_over_threads_give_the_one_thread_result(monkeypatch):
+    """rtx_cpu runs a large group's blocks on several threads: the same bits as
+    on one (each element in one block, a total adds its blocks' sums in order)."""
+    from rtx_cpu import fused as CF
+    from rtxcore.jit import run as R
+
+    monkeypatch.setattr(CF, "PARALLEL_MIN", 1 << 16)
+    monkeypatch.setattr(R, "_FUSED", {})  # runners made afresh, through the spy
+    used = []
+    real = CF._parallel
+
+    def spy(*a, **k):
+        call = real(*a, **k)
+
+        def wrapped(outs, ins):
+            used.append(min(CF.threads(), a[4] // 2))
+            call(outs, ins)
+        return wrapped
+
+    monkeypatch.setattr(CF, "_parallel", spy)
+    rng = np.random.default_rng(2)
+    x = rc.tensor(rng.standard_normal((1000, 300)).astype(np.float32))
+
+    def f(x):
+        h = (x * 0.5 + 1).tanh()
+        return h, (h * h).sum(), (h - 1).exp().sum(-1)
+
+    results = {}
+    old = rc.get_num_threads()
+    try:
+        for n in (1, 2, 3):
+            rc.set_num_threads(n)
+            t = rc.jit.trace(f, x)
+            t.graph = P.optimize(t.graph)
+            results[n] = [r.numpy().copy() for r in t(x)]
+    finally:
+        rc.set_num_threads(old)
+    assert max(used) >= 2  # the threaded path ran
+    for n in (2, 3):
+        for a, b in zip(results[n], results[1]):
+            np.testing.assert_array_equal(a, b)
+    for a, b in zip(results[1], f(x)):
+        np.testing.assert_allclose(a, b.numpy(), rtol=1e-5, atol=1e-4)
