@@ -12,6 +12,8 @@ Cases:
 - ``layer_norm``: ``F.layer_norm`` over (4096, 1024) with weight and bias;
 - ``adamw``: one ``AdamW(capturable=True)`` step over 10M parameters (10
   tensors of 1M), gradients set;
+- ``clip_norm``: ``clip_grad_norm_`` over 10M gradients (10 tensors of 1M):
+  each squared-norm sum ends its fused group;
 - ``gpt``: one training step (forward, loss, backward, ``clip_grad_norm_``,
   AdamW) of the transformer of ``benchmarks/models.py``.
 
@@ -92,6 +94,18 @@ def case(name: str, dev: str, quick: bool) -> tuple[Callable[[], Any], Callable[
             return pa[0].detach()
 
         return eager, cf
+    if name == "clip_norm":
+        n, k = ((1 << 16) if quick else (1 << 20)), 10
+        ps = [rc.tensor(rng.standard_normal(n).astype(np.float32), device=dev, requires_grad=True)
+              for _ in range(k)]
+        grads = [rc.tensor(rng.standard_normal(n).astype(np.float32), device=dev) for _ in ps]
+
+        def clip() -> Any:
+            for p, g in zip(ps, grads):
+                p.grad = g.clone()
+            return rc.nn.utils.clip_grad_norm_(ps, 1.0)
+
+        return clip, rc.compile(clip)
     if name == "gpt":
         import models as M
 
@@ -125,7 +139,7 @@ def case(name: str, dev: str, quick: bool) -> tuple[Callable[[], Any], Callable[
     raise SystemExit(f"unknown case {name!r}")
 
 
-CASES = ["gelu_1m", "gelu_4m", "gelu_16m", "layer_norm", "adamw", "gpt"]
+CASES = ["gelu_1m", "gelu_4m", "gelu_16m", "layer_norm", "adamw", "clip_norm", "gpt"]
 
 
 def main(argv: list[str] | None = None) -> int:
