@@ -52,6 +52,17 @@ def test_ddp_matches_one_process_on_the_whole_batch(n, mode):
     ok(res, f"ddp cpu {mode}")
 
 
+@pytest.mark.parametrize("n", [2, 3])
+def test_object_collectives(n):
+    ok(launch(n, "objects"), "objects")
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_zero_checkpoint_consolidates_and_reloads(n, tmp_path):
+    path = str(tmp_path / "zero.rtx")
+    ok(launch(n, "zero_checkpoint", path), f"zero_checkpoint {path}")
+
+
 def test_ddp_on_opencl():
     ok(launch(2, "ddp", "opencl", "plain"), "ddp opencl plain")
 
@@ -64,15 +75,17 @@ def test_ddp_unused_parameters():
     ("exit", 3, "exited with status 3"),
     ("raise", 1, "ValueError: rank 1 fails on purpose"),
     ("systemexit", 4, "exited with status 4"),
-    ("hang", 1, "did not finish within the process group's timeout"),
+    ("hang", 1, "did not finish within the process group's timeout (3 s)"),
+    ("group_hang", 1, "did not finish within the process group's timeout (2 s)"),
 ])
 def test_a_failing_rank_ends_the_job_naming_it(mode, code, says):
     t0 = time.monotonic()
-    res = launch(2, "fault", mode, "3", timeout=60)
+    # (the world's timeout: 3 s, but 600 s where a new_group sets its own)
+    res = launch(2, "fault", mode, "600" if mode == "group_hang" else "3", timeout=60)
     took = time.monotonic() - t0
     assert res.returncode == code, (res.returncode, res.stderr)
     assert says in res.stderr, res.stderr
-    assert "rank 1" in res.stderr or mode == "hang", res.stderr
+    assert "rank 1" in res.stderr or mode.endswith("hang"), res.stderr
     assert took < 30, f"{mode}: the job took {took:.1f} s to end"
 
 
@@ -132,6 +145,18 @@ def test_errors_name_what_is_wrong(world_of_one):
         dist.all_reduce(np.ones(3))
     with pytest.raises(ValueError, match="output has 3 elements, expected world size 1"):
         dist.all_gather_into_tensor(rc.empty(3), rc.ones(4))
+    with pytest.raises(ValueError, match="object_list must be a list of world size 1 entries, "
+                                         "got a list of 2"):
+        dist.all_gather_object([None, None], 1)
+    with pytest.raises(ValueError, match="dst=3 is not a rank"):
+        dist.gather_object(1, [None], dst=3)
+    with pytest.raises(TypeError, match="object_list must be a list, got tuple"):
+        dist.broadcast_object_list((1,))
+    z = dist.optim.ZeroRedundancyOptimizer(rc.nn.Linear(2, 2).parameters(), rc.optim.SGD, lr=0.1)
+    with pytest.raises(RuntimeError, match="call consolidate_state_dict"):
+        z.state_dict()
+    with pytest.raises(ValueError, match="of 3 parameters, this optimizer has 2"):
+        z.load_state_dict({"state": {}, "param_groups": [{"lr": 0.1, "params": [0, 1, 2]}]})
     with pytest.raises(TypeError, match="same dtype"):
         dist.all_gather_into_tensor(rc.empty(4, dtype=rc.int64), rc.ones(4))
     with pytest.raises(TypeError, match="BAND needs an integer or bool tensor"):

@@ -39,6 +39,7 @@ __all__ = [
     "get_process_group_ranks", "all_reduce", "broadcast", "all_gather",
     "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor", "reduce", "gather",
     "scatter", "all_to_all_single", "barrier", "send", "recv", "isend", "irecv",
+    "all_gather_object", "gather_object", "broadcast_object_list", "scatter_object_list",
     "CommBackend", "CommBackendUnavailable",
 ]
 
@@ -410,9 +411,11 @@ class Work:
     """The handle of an ``async_op=True`` call: ``wait()`` blocks until the
     tensors hold the result (and writes them back where they were staged)."""
 
-    def __init__(self, req: Any, what: Any, finish: Any = None, result: Any = None) -> None:
+    def __init__(self, req: Any, what: Any, finish: Any = None, result: Any = None,
+                 timeout: float | None = None) -> None:
         self._req = req
         self._what = what
+        self._timeout = timeout
         self._finish = finish
         self._done = False
         self._result = result
@@ -420,7 +423,7 @@ class Work:
     def wait(self, timeout: Any = None) -> bool:
         if not self._done:
             _run(lambda: self._req.wait() if self._req is not None else None, self._what,
-                 then=self._finish, keep=self)
+                 then=self._finish, keep=self, timeout=self._timeout)
             self._done = True
         return True
 
@@ -435,10 +438,13 @@ class Work:
         return self._result
 
 
-def _run(call: Any, what: Any, then: Any = None, keep: Any = None) -> Any:
+def _run(call: Any, what: Any, then: Any = None, keep: Any = None,
+         timeout: float | None = None) -> Any:
+    """``call()`` watched: the job aborts if it waits past ``timeout`` (the
+    group's; None: the world's)."""
     wd = _state.watchdog
     if wd is not None:
-        wd.begin(what)
+        wd.begin(what, timeout)
     try:
         out = call()
     finally:
@@ -463,10 +469,10 @@ def _finished(async_op: bool) -> Any:
 def _launch(pg: ProcessGroup, what: Any, call: Any, finish: Any, async_op: bool) -> Any:
     """Start ``call(async_)``; block (watched) or hand back a Work."""
     if _state.debug:
-        _run(lambda: _check_same(pg, what), what)
+        _run(lambda: _check_same(pg, what), what, timeout=pg.timeout)
     if async_op:
-        return Work(call(True), what, finish)
-    _run(lambda: call(False), what, then=finish)
+        return Work(call(True), what, finish, timeout=pg.timeout)
+    _run(lambda: call(False), what, then=finish, timeout=pg.timeout)
     return None
 
 
@@ -761,13 +767,14 @@ def _p2p(op: str, tensor: Any, peer: int | None, group: Any, tag: int, async_op:
     if op in ("send", "isend"):
         b = _Buf(t, pg)
         if async_op:
-            return Work(pg.comm.send(b.a, peer_g, tag, True), what)
-        _run(lambda: pg.comm.send(b.a, peer_g, tag, False), what)
+            return Work(pg.comm.send(b.a, peer_g, tag, True), what, timeout=pg.timeout)
+        _run(lambda: pg.comm.send(b.a, peer_g, tag, False), what, timeout=pg.timeout)
         return None
     b = _Buf(t, pg, read=False)
     if async_op:
-        return Work(pg.comm.recv(b.a, peer_g, tag, True), what, b.finish)
-    src = _run(lambda: pg.comm.recv(b.a, peer_g, tag, False), what, then=b.finish)
+        return Work(pg.comm.recv(b.a, peer_g, tag, True), what, b.finish, timeout=pg.timeout)
+    src = _run(lambda: pg.comm.recv(b.a, peer_g, tag, False), what, then=b.finish,
+               timeout=pg.timeout)
     return pg.ranks[src]
 
 
@@ -788,3 +795,117 @@ def irecv(tensor: Any, src: int | None = None, group: Any = None, tag: int = 0) 
     return _p2p("irecv", tensor, src, group, tag, True)
 
 from . import optim  # noqa: E402  (ZeroRedundancyOptimizer)
+
+
+# -- object collectives ----------------------------------------------------------------------
+#
+# As PyTorch's: a Python object travels pickled, as a uint8 tensor, through the
+# tensor collectives above (the lengths first, then the bytes padded to the
+# longest). Unpickling runs code of the sender's choosing: use these only
+# between ranks of your own job, as with PyTorch's.
+
+
+def _to_bytes(obj: Any) -> Any:
+    import pickle
+
+    from .. import tensor, uint8
+
+    return tensor(np.frombuffer(pickle.dumps(obj), dtype=np.uint8).copy(), dtype=uint8)
+
+
+def _from_bytes(t: Any, n: int) -> Any:
+    import pickle
+
+    return pickle.loads(t.numpy()[:n].tobytes())
+
+
+def _gather_bytes(obj: Any, pg: ProcessGroup, group: Any) -> list[Any]:
+    """Every rank's pickled ``obj``, unpickled, in group rank order."""
+    from .. import empty, int64, tensor, uint8
+
+    data = _to_bytes(obj)
+    sizes = empty(pg.size(), dtype=int64)
+    all_gather_into_tensor(sizes, tensor([data.numel()], dtype=int64), group=group)
+    longest = int(sizes.numpy().max())
+    padded = empty(longest, dtype=uint8)
+    padded[:data.numel()] = data
+    out = empty(pg.size() * longest, dtype=uint8)
+    all_gather_into_tensor(out, padded, group=group)
+    return [_from_bytes(out[r * longest:(r + 1) * longest], int(n))
+            for r, n in enumerate(sizes.numpy())]
+
+
+def all_gather_object(object_list: list[Any], obj: Any, group: Any = None) -> None:
+    """``object_list[r]`` gets rank r's ``obj`` (pickled: trusted ranks only)."""
+    pg = _member(group)
+    if pg is None:
+        return
+    if not isinstance(object_list, list) or len(object_list) != pg.size():
+        raise ValueError(f"all_gather_object: object_list must be a list of world size "
+                         f"{pg.size()} entries, got {_what(object_list)}")
+    object_list[:] = _gather_bytes(obj, pg, group)
+
+
+def gather_object(obj: Any, object_gather_list: list[Any] | None = None, dst: int = 0,
+                  group: Any = None) -> None:
+    """On ``dst``, ``object_gather_list[r]`` gets rank r's ``obj``; other ranks
+    pass None. (Every rank's bytes travel to every rank: small objects only.)"""
+    pg = _member(group)
+    if pg is None:
+        return
+    root = _root(pg, dst, None, "gather_object", "dst")
+    if pg.rank() == root:
+        if not isinstance(object_gather_list, list) or len(object_gather_list) != pg.size():
+            raise ValueError(f"gather_object: on dst, object_gather_list must be a list of world "
+                             f"size {pg.size()} entries, got {_what(object_gather_list)}")
+    got = _gather_bytes(obj, pg, group)
+    if pg.rank() == root:
+        object_gather_list[:] = got
+
+
+def broadcast_object_list(object_list: list[Any], src: int = 0, group: Any = None,
+                          device: Any = None) -> None:
+    """Every rank's ``object_list`` gets ``src``'s entries, in place (the lists
+    have the same length on every rank)."""
+    from .. import empty, int64, tensor, uint8
+
+    pg = _member(group)
+    if pg is None:
+        return
+    if not isinstance(object_list, list):
+        raise TypeError(f"broadcast_object_list: object_list must be a list, got {_what(object_list)}")
+    root = _root(pg, src, None, "broadcast_object_list", "src")
+    me = pg.rank() == root
+    data = _to_bytes(list(object_list)) if me else None
+    size = tensor([data.numel() if me else 0], dtype=int64)
+    broadcast(size, src=src, group=group)
+    buf = data if me else empty(int(size.numpy()[0]), dtype=uint8)
+    broadcast(buf, src=src, group=group)
+    if not me:
+        got = _from_bytes(buf, buf.numel())
+        if len(got) != len(object_list):
+            raise ValueError(f"broadcast_object_list: src has {len(got)} objects, this rank's "
+                             f"list {len(object_list)}")
+        object_list[:] = got
+
+
+def scatter_object_list(scatter_object_output_list: list[Any], scatter_object_input_list:
+                        list[Any] | None = None, src: int = 0, group: Any = None) -> None:
+    """``scatter_object_output_list[0]`` gets entry r of ``src``'s input list."""
+    pg = _member(group)
+    if pg is None:
+        return
+    if not isinstance(scatter_object_output_list, list) or not scatter_object_output_list:
+        raise ValueError("scatter_object_list: scatter_object_output_list must be a non-empty list")
+    root = _root(pg, src, None, "scatter_object_list", "src")
+    if pg.rank() == root and (not isinstance(scatter_object_input_list, list)
+                              or len(scatter_object_input_list) != pg.size()):
+        raise ValueError(f"scatter_object_list: on src, scatter_object_input_list must be a list "
+                         f"of world size {pg.size()} entries, got {_what(scatter_object_input_list)}")
+    box = [scatter_object_input_list if pg.rank() == root else None]
+    broadcast_object_list(box, src=src, group=group)
+    scatter_object_output_list[0] = box[0][pg.rank()]
+
+
+def _what(x: Any) -> str:
+    return f"a list of {len(x)}" if isinstance(x, list) else type(x).__name__

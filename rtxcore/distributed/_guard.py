@@ -98,8 +98,10 @@ class Watchdog:
         self._stop = False
         self._thread.start()
 
-    def begin(self, what: Any) -> None:
-        self.waiting[threading.get_ident()] = (what, time.monotonic())
+    def begin(self, what: Any, timeout: float | None = None) -> None:
+        """``what`` starts waiting now, for at most ``timeout`` seconds (its
+        group's; None: the world's)."""
+        self.waiting[threading.get_ident()] = (what, time.monotonic(), timeout or self.timeout)
 
     def end(self) -> None:
         self.waiting.pop(threading.get_ident(), None)
@@ -108,12 +110,13 @@ class Watchdog:
         self._stop = True
 
     def _run(self) -> None:
-        tick = min(1.0, max(0.05, self.timeout / 10))
         while not self._stop:
-            time.sleep(tick)
+            waits = list(self.waiting.values())
+            shortest = min([self.timeout] + [t for _, _, t in waits])
+            time.sleep(min(1.0, max(0.05, shortest / 10)))
             now = time.monotonic()
-            for what, since in list(self.waiting.values()):
-                if now - since > self.timeout:
+            for what, since, limit in waits:
+                if now - since > limit:
                     abort(1, f"{what} did not finish within the process group's timeout "
-                             f"({self.timeout:g} s): another rank is not taking part in it "
+                             f"({limit:g} s): another rank is not taking part in it "
                              "(it exited, hangs, or calls a different collective)")

@@ -136,6 +136,11 @@ def sampler() -> None:
 
 def fault(mode: str) -> None:
     r = dist.get_rank()
+    if mode == "group_hang":  # the world waits long; this group 2 s
+        g = dist.new_group([0, 1], timeout=2)
+        if r == 1:
+            time.sleep(120)
+        dist.all_reduce(rc.ones(3), group=g)
     if r == 1:
         if mode == "exit":
             sys.exit(3)
@@ -150,6 +155,65 @@ def fault(mode: str) -> None:
     dist.all_reduce(rc.ones(3))
 
 
+def objects() -> None:
+    """The object collectives: pickled Python objects, per rank."""
+    r, n = dist.get_rank(), dist.get_world_size()
+    mine = {"rank": r, "data": list(range(r * 100)), "text": "x" * r}
+    every = [None] * n
+    dist.all_gather_object(every, mine)
+    assert every == [{"rank": k, "data": list(range(k * 100)), "text": "x" * k} for k in range(n)]
+    got = [None] * n if r == n - 1 else None
+    dist.gather_object(("from", r), got, dst=n - 1)
+    if r == n - 1:
+        assert got == [("from", k) for k in range(n)], got
+    box = [{"config": [1, 2.5]}, None] if r == 0 else [None, None]
+    dist.broadcast_object_list(box, src=0)
+    assert box == [{"config": [1, 2.5]}, None], box
+    out = [None]
+    dist.scatter_object_list(out, [f"part {k}" for k in range(n)] if r == 1 else None, src=1)
+    assert out == [f"part {r}"], out
+
+
+def zero_checkpoint(path: str) -> None:
+    """ZeRO's consolidate_state_dict / state_dict / load_state_dict: training on
+    from a checkpoint equals training on without one."""
+    r, n = dist.get_rank(), dist.get_world_size()
+    rc.manual_seed(5)
+    a, b = _model(), _model()
+    b.load_state_dict(a.state_dict())
+    za = dist.optim.ZeroRedundancyOptimizer(a.parameters(), rc.optim.AdamW, lr=0.01)
+    X, Y = _batches(6, 4, 1)
+
+    def step(model, opt, s):
+        opt.zero_grad()
+        ((model(rc.tensor(X[s])) - rc.tensor(Y[s])) ** 2).mean().backward()
+        opt.step()
+
+    for s in range(3):
+        step(a, za, s)
+    za.consolidate_state_dict(to=n - 1)
+    if r == n - 1:
+        rc.save({"model": a.state_dict(), "optim": za.state_dict()}, path)
+    else:
+        try:
+            za.state_dict()
+        except RuntimeError as e:
+            assert "consolidate_state_dict" in str(e)
+        else:
+            raise AssertionError("state_dict() on a rank that holds a share only")
+    dist.barrier()
+    ck = rc.load(path)
+    b.load_state_dict(ck["model"])
+    zb = dist.optim.ZeroRedundancyOptimizer(b.parameters(), rc.optim.AdamW, lr=0.5)
+    zb.load_state_dict(ck["optim"])
+    assert zb.param_groups[0]["lr"] == 0.01 or not zb.param_groups
+    for s in range(3, 6):
+        step(a, za, s)
+        step(b, zb, s)
+    assert np.array_equal(_flat(a), _flat(b)), np.abs(_flat(a) - _flat(b)).max()
+    _same_on_every_rank(b, "zero from a checkpoint")
+
+
 def main() -> None:
     scenario, args = sys.argv[1], sys.argv[2:]
     timeout = float(args[1]) if scenario == "fault" and len(args) > 1 else None
@@ -161,6 +225,10 @@ def main() -> None:
         sampler()
     elif scenario == "fault":
         fault(args[0])
+    elif scenario == "objects":
+        objects()
+    elif scenario == "zero_checkpoint":
+        zero_checkpoint(args[0])
     else:
         raise SystemExit(f"unknown scenario {scenario}")
     dist.barrier()
