@@ -509,7 +509,8 @@ def fuse_elementwise(g: Graph, min_nodes: int = 2) -> Graph:
         outputs, writes = [], []
         for k, m in enumerate(members):
             region, new = m.writes[0]
-            if not (new in outs_needed or any(j not in member_set for j in readers.get(new, []))):
+            if not (new in outs_needed or any(j not in member_set for j in readers.get(new, []))
+                    or (reduce and k == len(members) - 1)):  # (a sum always has its output)
                 continue
             if last_write[first[new]] != k:
                 return members
