@@ -178,6 +178,9 @@ class Device:
         the compiler's log."""
         import time
 
+        from .codegen import with_helpers
+
+        source = with_helpers(source)
         options = ["-cl-std=CL1.2"]
         t0 = time.perf_counter()
         try:
