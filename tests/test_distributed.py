@@ -45,6 +45,21 @@ def test_every_collective_on_cpu_and_opencl_matches_numpy(n):
     ok(res, f"collectives cpu,opencl on mpi, {n} ranks")
 
 
+def test_collectives_with_all_reduces_in_pieces():
+    # every all-reduce over 32 bytes in 16-byte pieces, blocking and not
+    import os
+
+    env = dict(os.environ, RTX_MPI_ALLREDUCE_CHUNK="16")
+    res = subprocess.run([sys.executable, "-m", "rtxcore.distributed.run", "-n", "2", "-m",
+                          "rtxcore.distributed.conformance", "--backend", "mpi",
+                          "--devices", "cpu"], capture_output=True, text=True, timeout=240, env=env)
+    ok(res, "collectives cpu on mpi, 2 ranks")
+    res = subprocess.run([sys.executable, "-m", "rtxcore.distributed.run", "-n", "2", WORKER,
+                          "ddp", "cpu", "plain"], capture_output=True, text=True, timeout=240,
+                         env=dict(env, RTX_DDP_PROGRESS="1"))
+    ok(res, "ddp cpu plain")
+
+
 @pytest.mark.parametrize("mode", ["plain", "no_sync", "zero", "view"])
 @pytest.mark.parametrize("n", [2, 3])
 def test_ddp_matches_one_process_on_the_whole_batch(n, mode):
