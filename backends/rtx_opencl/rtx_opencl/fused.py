@@ -13,6 +13,8 @@ import math
 import re
 from typing import Any, Callable
 
+import numpy as np
+
 from . import codegen as C
 from . import kernels as K
 
@@ -218,9 +220,7 @@ def runner(program: dict[str, Any]) -> Callable[..., None] | None:
         if n == 0:
             return
         dev = outs[0].buffer.dev
-        args: list[Any] = []
-        for v in list(outs) + list(ins):
-            args += [v.buffer.mem, v.offset]
+        args = _args(outs, ins)
         done = 0
         if vector:
             kv = K._kernel(dev, key + (WIDTH,), lambda: source(program, WIDTH))
@@ -237,20 +237,26 @@ def runner(program: dict[str, Any]) -> Callable[..., None] | None:
     return run
 
 
+def _args(outs: list[Any], ins: list[Any]) -> list[Any]:
+    """A fused kernel's arguments: each output's and input's buffer and offset."""
+    args: list[Any] = []
+    for v in list(outs) + list(ins):
+        args += [v.buffer.mem, v.offset]
+    return args
+
+
 def _reduce_runner(program: dict[str, Any], key: tuple, vector: bool) -> Callable[..., None]:
     width = WIDTH if vector else 1
     key = key + (width,)
     n = program["n"] // width
     dt = program["steps"][-1][1]
-    item = 4 if dt == "float32" else 8
+    item = np.dtype(dt).itemsize
     if program["reduce"] == "rows":
         rows = program["n"] // program["cols"]
 
         def run(outs: list[Any], ins: list[Any]) -> None:
             dev = outs[0].buffer.dev
-            args: list[Any] = []
-            for v in list(outs) + list(ins):
-                args += [v.buffer.mem, v.offset]
+            args = _args(outs, ins)
             K._enqueue(dev, K._kernel(dev, key, lambda: source(program, width)), rows, args)
 
         return run
@@ -261,9 +267,7 @@ def _reduce_runner(program: dict[str, Any], key: tuple, vector: bool) -> Callabl
         dev = outs[0].buffer.dev
         j = program["outputs"].index(len(program["steps"]) - 1)
         part = dev.alloc(parts * item, f"{parts} x {dt}")
-        args: list[Any] = []
-        for v in list(outs) + list(ins):
-            args += [v.buffer.mem, v.offset]
+        args = _args(outs, ins)
         K._enqueue(dev, K._kernel(dev, key, lambda: source(program, width)), parts,
                    args + [part.mem, chunk])
         k2 = K._kernel(dev, key + ("k2",), lambda: (source(program, width)[0],
