@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import settings
 
 import rtxcore
 from rtxcore.testing import available_devices
@@ -20,6 +21,14 @@ from rtxcore.testing import available_devices
 from .fake_backend import PrimsPlugin
 
 rtxcore.register_backend(PrimsPlugin(), name="prims")
+
+# Property tests draw the same examples on every run (a counterexample found once
+# is found every time; what one found is also pinned with @example). A profile
+# can't raise a test's own max_examples; RTX_HYPOTHESIS=explore draws at random,
+# for looking for new counterexamples by hand.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+settings.register_profile("explore", derandomize=False, print_blob=True)
+settings.load_profile(os.environ.get("RTX_HYPOTHESIS", "ci"))
 
 
 def _devices() -> list[str]:

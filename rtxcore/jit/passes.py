@@ -273,6 +273,9 @@ def _numel(v: dict[str, Any]) -> int:
 MAX_STEPS = 64  # a fused group's size: its kernel's arguments and its compile time stay small
 MAX_BUFFERS = 24  # inputs + outputs of one group
 REDUCIBLE = {"sum"}  # reductions that may end a group
+# elementwise kernels that may not write over an operand they read (a where fills
+# its output from y, then copies x over it; a copy engine refuses overlap)
+NOT_IN_PLACE = {"where", "copy", "cast"}
 
 
 def _whole(g: Graph, vid: int) -> bool:
@@ -604,10 +607,8 @@ def plan_memory(g: Graph) -> Graph:
         return b
 
     for i, n in enumerate(g.nodes):
-        # (not where, copy, cast: kernels that may not take out == x, e.g. a
-        # copy engine refusing overlapping source and destination)
         if not (n.op == "fused" or (n.op in ELEMENTWISE and not n.attrs
-                                    and n.op not in ("where", "copy", "cast"))):
+                                    and n.op not in NOT_IN_PLACE)):
             continue
         refs = [a.id for a in _refs(n.args)]
         # a buffer qualifies only when this node reads it once, whole and in order:
@@ -626,9 +627,13 @@ def plan_memory(g: Graph) -> Graph:
             if n.op == "fused":
                 # an input read whole by no step after the one writing output j
                 # (a runner may store a step's result before later steps run)
+                # (nor by the step writing it, where that step's kernel may
+                # write its output before reading all of an element's operands)
                 k_out = prog["outputs"][j]
                 late = {v for op_, dt_, operands in prog["steps"][k_out + 1:]
                         for kind, v in operands if kind == "in"}
+                if prog["steps"][k_out][0] in NOT_IN_PLACE:
+                    late |= {v for kind, v in prog["steps"][k_out][2] if kind == "in"}
                 whole = [a.id for q, (a, k) in enumerate(zip(n.args, kinds))
                          if k == "in" and q not in late]
             else:

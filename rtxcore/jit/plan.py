@@ -30,7 +30,7 @@ from ..tensor import Storage, Tensor
 from .decompose import DECOMPOSE
 from .graph import Graph, Ref
 from .passes import _output_ids
-from .trace import READS_OUT
+from .trace import READS_OUT, untraced
 
 Plan = Callable[[dict[int, Tensor]], Any]
 
@@ -48,7 +48,8 @@ class _Builder:
     def __init__(self, graph: Graph, dev: Device) -> None:
         self.g = graph
         self.dev = dev
-        self.env: dict[str, Any] = {"DEV": dev, "VIEW": dev.view, "Storage": Storage,
+        # (the backend's own kernels and view, also while another thread traces)
+        self.env: dict[str, Any] = {"DEV": dev, "VIEW": untraced(dev.view), "Storage": Storage,
                                     "make": make, "view_of": view_of}
         self.lines: list[str] = []
         self.root: dict[int, int] = {}  # value id -> the id of its buffer's first version
@@ -182,7 +183,7 @@ class _Builder:
                 call_args[-2:] = ["_seed", "_off"]
             return pre + ["with no_grad():",
                           f"    {self.bind(DECOMPOSE[op], 'DEC')}({', '.join(call_args)})"]
-        k = k or kernel(dev, op)
+        k = untraced(k or kernel(dev, op))
         call_args = [self.v(r) for r, _ in n.writes] + [self.arg(a) for a in args]
         if rng is not None:
             call_args[-2:] = ["_seed", "_off"]
@@ -237,9 +238,9 @@ class _Builder:
 def _allocator(dev: Device, shape: tuple[int, ...], dtype: D.DType) -> Callable[[], Any]:
     """() -> (buffer, native view) of a new contiguous ``shape`` buffer on ``dev``."""
     check_dtype(dtype, dev)
-    empty = dev.kernels["empty"]
+    empty = untraced(dev.kernels["empty"])
     index = dev.index
-    view = dev.view
+    view = untraced(dev.view)
     strides = contiguous_strides(shape)
 
     def alloc() -> tuple[Any, Any]:

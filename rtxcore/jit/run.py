@@ -43,8 +43,11 @@ def run(graph: Graph, inputs: dict[int, Tensor], dev: Device) -> Any:
     bound buffer tensor. Returns the outputs, tensors rebuilt as views. Runs the
     graph's plan for ``dev`` (``rtxcore.jit.plan``: made on first use)."""
     from .plan import plan_for
+    from .trace import is_tracing
 
     dev = ready_device(dev)
+    if is_tracing():  # inside another trace: node by node, so that it is recorded
+        return run_env(graph, inputs, dev)[0]
     return plan_for(graph, dev)(inputs)
 
 
@@ -149,8 +152,11 @@ def fused_runner(prog: dict[str, Any], dev: Device) -> Any:
 
 def _run_fused(n: Any, env: dict[int, Tensor], dev: Device) -> None:
     """A fused group: the backend's runner for it, else its steps one by one."""
+    from .trace import is_tracing
+
     prog = n.attrs["program"]
-    fn = fused_runner(prog, dev)
+    # (inside a trace, step by step through the device's kernels: recorded)
+    fn = fused_runner(prog, dev) if not is_tracing() else None
     sizes = input_sizes(prog)
 
     def flat_view(t: Tensor, shape: tuple[int, ...]) -> Tensor:

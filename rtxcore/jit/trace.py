@@ -1,16 +1,23 @@
-"""Tracing at the dispatch layer: run a function once with every device's kernels
-(and its ``view`` and allocation functions) swapped for recording versions.
+"""Tracing at the dispatch layer: run a function once, recording every kernel it
+calls (and every native view it makes).
 
-Every op of the core ends in these kernels, so what is recorded is exactly what
-ran: the forward, the autograd engine's backward, an optimizer's in-place
+Every op of the core ends in a device's kernels, so what is recorded is exactly
+what ran: the forward, the autograd engine's backward, an optimizer's in-place
 updates. Kernels see native views; the tracer knows which buffer each view
 shows from the views it watched being made and, for tensors that existed
 before the trace, from one scan of the live tensors at its start.
+
+Tracing is per thread. While any thread traces, each ready device's kernel
+table holds *routing* kernels (and its ``view`` a routing function): each asks
+the calling thread's tracer, if it has one, to record the call, and otherwise
+calls the backend's kernel. Other threads run eagerly meanwhile (at the cost of
+one more call per kernel), and the last trace to finish puts the backend's own
+table back, whatever happened (an exception included). The default random
+generator's ``take`` and the optimizers' ``step`` are watched the same way.
 """
 
 from __future__ import annotations
 
-import gc
 import sys
 import threading
 from typing import Any, Callable
@@ -42,7 +49,124 @@ class TraceError(RuntimeError):
     tensor's value, an unknown kernel argument)."""
 
 
-_active = threading.local()
+class _Local(threading.local):
+    tracer: "_Tracer | None" = None  # this thread's trace, if it is tracing
+
+
+_tls = _Local()
+
+
+def is_tracing() -> bool:
+    """Whether the calling thread is being traced (by ``rtxcore.jit.trace``, or
+    by the first call of a function ``rtxcore.compile`` made)."""
+    return _tls.tracer is not None
+
+
+# -- routing: installed while any thread traces -------------------------------------
+
+_lock = threading.Lock()
+_traces = 0  # traces running now, in all threads
+_routed: dict[Any, tuple[dict[str, Any], dict[str, Any], Any, Any]] = {}
+# ^ device -> (routed table, backend table, routed view, backend view)
+_patched: list[tuple[Any, str, Any]] = []  # (owner, attribute, original) to put back
+
+
+def _route_kernel(op: str, k: Callable[..., Any]) -> Callable[..., Any]:
+    def routed(*args: Any) -> Any:
+        tr = _tls.tracer
+        if tr is None:
+            return k(*args)
+        return tr.call(op, k, args)
+
+    routed._rtx_raw = k  # type: ignore[attr-defined]
+    return routed
+
+
+def _route_view(v: Callable[..., Any]) -> Callable[..., Any]:
+    def routed(buffer: Any, shape: tuple[int, ...], strides: tuple[int, ...], offset: int,
+               dtype: D.DType) -> Any:
+        h = v(buffer, shape, strides, offset, dtype)
+        tr = _tls.tracer
+        if tr is not None:
+            tr.saw_view(h, buffer, shape, strides, offset, dtype)
+        return h
+
+    routed._rtx_raw = v  # type: ignore[attr-defined]
+    return routed
+
+
+def _route_method(cls: type, name: str, hook: str) -> None:
+    """``cls.name`` calls ``tracer.<hook>(self, *args)`` first in a tracing thread."""
+    orig = vars(cls)[name]
+    if getattr(orig, "_rtx_routed", False):
+        return
+
+    def routed(self: Any, *a: Any, **kw: Any) -> Any:
+        tr = _tls.tracer
+        if tr is not None:
+            getattr(tr, hook)(self, *a)
+        return orig(self, *a, **kw)
+
+    routed._rtx_routed = True  # type: ignore[attr-defined]
+    routed.__wrapped__ = orig  # type: ignore[attr-defined]
+    routed.__name__, routed.__doc__ = orig.__name__, orig.__doc__
+    _patched.append((cls, name, orig))
+    setattr(cls, name, routed)
+
+
+def _install() -> None:
+    """Route every ready device's kernels and views, the default generator's
+    draws and every optimizer's ``step`` through the calling thread's tracer.
+    (Called under ``_lock``; again by each trace: devices readied or optimizer
+    classes defined since are routed too.)"""
+    from ..device import Device
+    from .. import random as R
+    from ..optim.optimizer import Optimizer
+
+    for dev in list(Device._interned.values()):
+        if not dev._ready:
+            continue
+        cur = _routed.get(dev)
+        if cur is not None and dev.kernels is cur[0] and dev.view is cur[2]:
+            continue
+        table, view = dev.kernels, dev.view
+        routed = {op: _route_kernel(op, k) for op, k in table.items()}
+        rview = _route_view(view)
+        _routed[dev] = (routed, table, rview, view)
+        dev.kernels, dev.view = routed, rview
+    _route_method(R.Generator, "take", "on_take")
+    _watch_slot("_storage")
+    _watch_slot("_h")
+    for cls in [Optimizer, *_subclasses(Optimizer)]:
+        if "step" in vars(cls):
+            _route_method(cls, "step", "on_step")
+
+
+def _uninstall() -> None:
+    """Put back what ``_install`` replaced (a table the registry rebuilt since
+    is the registry's: left alone)."""
+    for dev, (routed, table, rview, view) in _routed.items():
+        if dev.kernels is routed:
+            dev.kernels = table
+        if dev.view is rview:
+            dev.view = view
+    _routed.clear()
+    for owner, name, orig in reversed(_patched):
+        setattr(owner, name, orig)
+    _patched.clear()
+
+
+def _subclasses(cls: type) -> list[type]:
+    out = []
+    for c in cls.__subclasses__():
+        out.append(c)
+        out.extend(_subclasses(c))
+    return out
+
+
+def untraced(k: Any) -> Any:
+    """The backend's own kernel (or view function) behind a routing one."""
+    return getattr(k, "_rtx_raw", k)
 
 
 def _user_line() -> str:
@@ -59,6 +183,44 @@ def _user_line() -> str:
     return "<unknown>"
 
 
+# Tensors that existed before a trace reach its kernels as native views made
+# earlier (``t._h``) and as buffers (``t._storage.buffer``). While any thread
+# traces, Tensor's ``_storage`` and ``_h`` slots are read through properties
+# that show the reading thread's tracer each tensor as it is used -- no scan of
+# the heap (``gc.get_objects()`` holds references to objects other threads are
+# still building, which breaks them), and other threads pay one Python call
+# per read meanwhile.
+_RAW_STORAGE = Tensor.__dict__["_storage"].__get__
+_RAW_H = Tensor.__dict__["_h"].__get__
+
+
+def _watch_slot(name: str) -> None:
+    desc = Tensor.__dict__[name]
+    if isinstance(desc, property):
+        return
+    get, put = desc.__get__, desc.__set__
+
+    def fget(t: Tensor) -> Any:
+        tr = _tls.tracer
+        if tr is not None and id(t) not in tr.noted:
+            tr.note(t)
+        return get(t)
+
+    _patched.append((Tensor, name, desc))
+    setattr(Tensor, name, property(fget, put))
+
+
+def _renamed(o: Any, rename: dict[int, int]) -> Any:
+    if isinstance(o, dict):
+        if "view" in o:
+            return {"view": rename.get(o["view"], o["view"])}
+        if "seq" in o:
+            return {**o, "seq": [_renamed(x, rename) for x in o["seq"]]}
+        if "map" in o:
+            return {"map": [[k, _renamed(v, rename)] for k, v in o["map"]]}
+    return o
+
+
 class _Tracer:
     def __init__(self, args: tuple[Any, ...], names: dict[int, str]) -> None:
         self.g = Graph()
@@ -67,6 +229,7 @@ class _Tracer:
         self.view_nodes: dict[tuple[Any, ...], int] = {}
         self.keep: list[Any] = []  # what the maps key by id() stays alive
         self.externals: dict[int, Tensor] = {}  # input node id -> the tensor it reads
+        self.input_bufs: dict[int, Any] = {}  # input node id -> its buffer
         self.names = names  # id(storage buffer) -> name (module parameters)
         self.arg_bufs: dict[int, int] = {}  # id(buffer) -> argument position
         self.known: dict[int, Tensor] = {}  # id(buffer) -> a tensor showing it
@@ -74,34 +237,35 @@ class _Tracer:
         self.host_reads: list[str] = []
         self.problems: list[str] = []  # what the graph could not hold (besides host reads)
         self.rng: list[int] = []  # sizes taken from the default generator, not yet used
+        self.step_hook: Callable[[Any], None] | None = None  # called as an optimizer steps
+        self.noted: set[int] = set()  # ids of the tensors noted (kept alive in keep)
+        self.finished = False
         for i, a in enumerate(args):
             if isinstance(a, Tensor):
-                self.arg_bufs.setdefault(id(a._storage.buffer), i)
-        # the tensors alive now: their cached views, and each buffer's extent
-        for obj in gc.get_objects():
-            if issubclass(type(obj), Tensor):  # type(): no __class__ lookups on proxies
-                try:
-                    buf = obj._storage.buffer
-                except AttributeError:
-                    continue
-                self._note_tensor(obj, buf)
+                self.arg_bufs.setdefault(id(_RAW_STORAGE(a).buffer), i)
+                self.note(a)
 
-    def _note_tensor(self, t: Tensor, buf: Any) -> None:
+    def note(self, t: Tensor) -> None:
+        """Learn tensor ``t``: how far into its buffer it reaches, its cached
+        native view."""
+        self.noted.add(id(t))
+        self.keep.append(t)
+        buf = _RAW_STORAGE(t).buffer
         k = id(buf)
-        span = t._offset + sum((n - 1) * s for n, s in zip(t._shape, t._strides)) + 1 \
-            if 0 not in t._shape else 0
+        shape, strides, off = t._shape, t._strides, t._offset
+        span = off + sum((n - 1) * s for n, s in zip(shape, strides)) + 1 if 0 not in shape else 0
         if span > self.extent.get(k, 0):
             self.extent[k] = span
         prev = self.known.get(k)
-        if prev is None or (t._offset == 0 and t._strides == contiguous_strides(t._shape)
+        if prev is None or (off == 0 and strides == contiguous_strides(shape)
                             and not (prev._offset == 0 and
                                      prev._strides == contiguous_strides(prev._shape)
                                      and prev.numel() >= t.numel())):
             self.known[k] = t
-        if t._h is not None:
-            off = t._offset if 0 not in t._shape else 0
-            self.views[id(t._h)] = (t._h, buf, t._shape, t._strides, off, t._dtype)
-            self.keep.append(t._h)
+        h = _RAW_H(t)
+        if h is not None and id(h) not in self.views:
+            self.views[id(h)] = (h, buf, shape, strides, off if 0 not in shape else 0, t._dtype)
+            self.keep.append(h)
 
     # -- values -----------------------------------------------------------------------
 
@@ -112,30 +276,79 @@ class _Tracer:
 
     def _buffer(self, buf: Any, dtype: D.DType) -> dict[str, Any]:
         """The state of ``buf``; a buffer first seen here existed before the trace:
-        an input (argument or external tensor)."""
+        an input (argument or external tensor). Its size is the furthest element
+        any tensor or region of it reaches in the trace, known at its end
+        (``finish``); until then its regions are view nodes."""
         st = self.bufs.get(id(buf))
         if st is not None:
             return st
         k = id(buf)
-        t = self.known.get(k)
-        extent = self.extent.get(k, 0)
-        if t is not None and t._offset == 0 and t._strides == contiguous_strides(t._shape) \
-                and t.numel() == extent:
-            shape = t._shape
-        else:
-            shape = (extent,)
-        vid = self._value(shape, dtype)
+        vid = self._value((self.extent.get(k, 0),), dtype)
         if k in self.arg_bufs:
             attrs = {"kind": "arg", "index": self.arg_bufs[k]}
         else:
-            name = self.names.get(k) or f"ext{sum(1 for n in self.g.inputs if n.attrs['kind'] == 'external')}"
+            name = self.names.get(k) or \
+                f"ext{sum(1 for n in self.g.inputs if n.attrs['kind'] == 'external')}"
             attrs = {"kind": "external", "name": name}
         self.g.add(Node(vid, "input", [], attrs))
-        if t is not None:
-            self.externals[vid] = t
+        self.input_bufs[vid] = buf
         self.keep.append(buf)
-        st = self.bufs[k] = {"version": vid, "shape": shape, "dtype": dtype}
+        st = self.bufs[k] = {"version": vid, "shape": (-1,), "dtype": dtype, "input": vid,
+                             "versions": [vid]}
         return st
+
+    def finish(self) -> None:
+        """Fix each input buffer's size (the furthest element reached), bind it to
+        a tensor showing it, and let regions that are a whole input version be
+        that version (no view node)."""
+        g = self.g
+        self.finished = True
+        rename: dict[int, int] = {}
+        for k, st in self.bufs.items():
+            vid = st.get("input")
+            if vid is None:
+                continue
+            extent = self.extent.get(k, 0)
+            t = self.known.get(k)
+            if t is not None and t._offset == 0 and t._strides == contiguous_strides(t._shape) \
+                    and t.numel() == extent:
+                shape = list(t._shape)
+            else:
+                shape = [extent]
+            for v in st["versions"]:
+                g.values[v]["shape"] = list(shape)
+            st["shape"] = tuple(shape)
+            if t is not None:
+                self.externals[vid] = t
+            else:
+                self.problems.append("a kernel reading memory that no tensor shows")
+            whole = contiguous_strides(tuple(shape))
+            versions = set(st["versions"])
+            for (ver, vshape, vstrides, voff, vdt), view in self.view_nodes.items():
+                if ver in versions and list(vshape) == shape and vstrides == whole \
+                        and voff == 0 and vdt == st["dtype"].name:
+                    rename[view] = ver
+        if not rename:
+            return
+
+        def sub(a: Any) -> Any:
+            if isinstance(a, Ref):
+                return Ref(rename.get(a.id, a.id))
+            if isinstance(a, (tuple, list)):
+                return type(a)(sub(x) for x in a)
+            return a
+
+        nodes = []
+        for n in g.nodes:
+            if n.op == "view" and n.id in rename:
+                del g.values[n.id]
+                continue
+            n.args = [sub(a) for a in n.args]
+            n.writes = [(rename.get(r, r), new) for r, new in n.writes]
+            nodes.append(n)
+        g.nodes = nodes
+        g.outputs = _renamed(g.outputs, rename)
+        self.view_nodes = {k: v for k, v in self.view_nodes.items() if v not in rename}
 
     def _region(self, h: Any) -> tuple[dict[str, Any], int]:
         """The buffer state of native view ``h`` and the value id showing exactly
@@ -148,7 +361,12 @@ class _Tracer:
         _, buf, shape, strides, off, dtype = info
         st = self._buffer(buf, dtype)
         ver = st["version"]
-        if shape == tuple(st["shape"]) and off == 0 and strides == contiguous_strides(shape) \
+        if "input" in st and not self.finished:  # its size is not known yet
+            if 0 not in shape:
+                span = off + sum((n - 1) * s for n, s in zip(shape, strides)) + 1
+                if span > self.extent.get(id(buf), 0):
+                    self.extent[id(buf)] = span
+        elif shape == tuple(st["shape"]) and off == 0 and strides == contiguous_strides(shape) \
                 and dtype is st["dtype"]:
             return st, ver
         key = (ver, shape, strides, off, dtype.name)
@@ -174,68 +392,73 @@ class _Tracer:
         self.problems.append(f"a kernel argument of type {type(a).__name__} at {_user_line()}")
         return None
 
-    # -- the swapped-in functions ----------------------------------------------------
+    # -- what the routing calls ----------------------------------------------------------
 
-    def kernel(self, op: str, k: Callable[..., Any]) -> Callable[..., Any]:
+    def call(self, op: str, k: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        """Run kernel ``k`` (``op``) on ``args`` and record it."""
+        if op == "empty":
+            buf, h = k(*args)
+            shape, dtype = tuple(args[0]), args[1]
+            vid = self._value(shape, dtype)
+            self.g.add(Node(vid, "alloc", [], {}))
+            self.bufs[id(buf)] = {"version": vid, "shape": shape, "dtype": dtype}
+            self.views[id(h)] = (h, buf, shape, contiguous_strides(shape), 0, dtype)
+            self.keep += [buf, h]
+            return buf, h
+        if op == "from_host":
+            import numpy as np
+
+            buf, h = k(*args)
+            arr, dtype = np.array(args[0], copy=True), args[1]
+            shape = tuple(arr.shape)
+            vid = self._value(shape, dtype)
+            name = f"c{len(self.g.constants)}"
+            self.g.constants[name] = arr
+            self.g.add(Node(vid, "const", [], {"name": name}))
+            self.bufs[id(buf)] = {"version": vid, "shape": shape, "dtype": dtype}
+            self.views[id(h)] = (h, buf, shape, contiguous_strides(shape), 0, dtype)
+            self.keep += [buf, h]
+            return buf, h
+        if op == "to_host":
+            # a bounds check reads indices to raise on bad ones, not to decide
+            # what runs: the graph keeps the check's outcome (it passed)
+            if not _in_check(sys._getframe(1)):
+                self.host_reads.append(_user_line())
+            return k(*args)
         n_out = OUTPUTS.get(op, 1)
-        reads_out = op in READS_OUT
+        outs, rest = args[:n_out], args[n_out:]
+        regions = [self._region(o) for o in outs]
+        read = [Ref(r) for _, r in regions] if op in READS_OUT else []
+        node_args = read + [self._arg(a) for a in rest]
+        k(*args)
+        writes = []
+        for st, region in regions:
+            new = self._value(st["shape"], st["dtype"])
+            writes.append((region, new))
+            st["version"] = new
+            if "input" in st:
+                st["versions"].append(new)
+        attrs = {}
+        if op in ("uniform", "normal") and self.rng:
+            attrs["rng"] = self.rng.pop(0)  # numbers drawn anew on each replay
+        self.g.add(Node(writes[0][1] if writes else -1, op, node_args, attrs, writes))
 
-        def traced(*args: Any) -> Any:
-            if op == "empty":
-                buf, h = k(*args)
-                shape, dtype = tuple(args[0]), args[1]
-                vid = self._value(shape, dtype)
-                self.g.add(Node(vid, "alloc", [], {}))
-                self.bufs[id(buf)] = {"version": vid, "shape": shape, "dtype": dtype}
-                self.views[id(h)] = (h, buf, shape, contiguous_strides(shape), 0, dtype)
-                self.keep += [buf, h]
-                return buf, h
-            if op == "from_host":
-                import numpy as np
+    def saw_view(self, h: Any, buffer: Any, shape: tuple[int, ...], strides: tuple[int, ...],
+                 offset: int, dtype: D.DType) -> None:
+        self.views[id(h)] = (h, buffer, tuple(shape), tuple(strides), offset, dtype)
+        self.keep.append(h)
 
-                buf, h = k(*args)
-                arr, dtype = np.array(args[0], copy=True), args[1]
-                shape = tuple(arr.shape)
-                vid = self._value(shape, dtype)
-                name = f"c{len(self.g.constants)}"
-                self.g.constants[name] = arr
-                self.g.add(Node(vid, "const", [], {"name": name}))
-                self.bufs[id(buf)] = {"version": vid, "shape": shape, "dtype": dtype}
-                self.views[id(h)] = (h, buf, shape, contiguous_strides(shape), 0, dtype)
-                self.keep += [buf, h]
-                return buf, h
-            if op == "to_host":
-                # a bounds check reads indices to raise on bad ones, not to decide
-                # what runs: the graph keeps the check's outcome (it passed)
-                if not _in_check(sys._getframe(1)):
-                    self.host_reads.append(_user_line())
-                return k(*args)
-            outs, rest = args[:n_out], args[n_out:]
-            regions = [self._region(o) for o in outs]
-            read = [Ref(r) for _, r in regions] if reads_out else []
-            node_args = read + [self._arg(a) for a in rest]
-            k(*args)
-            writes = []
-            for st, region in regions:
-                new = self._value(st["shape"], st["dtype"])
-                writes.append((region, new))
-                st["version"] = new
-            attrs = {}
-            if op in ("uniform", "normal") and self.rng:
-                attrs["rng"] = self.rng.pop(0)  # numbers drawn anew on each replay
-            self.g.add(Node(writes[0][1] if writes else -1, op, node_args, attrs, writes))
+    def on_take(self, gen: Any, n: int, *rest: Any) -> None:
+        from .. import random as R
 
-        return traced
+        if gen is R.default_generator:
+            self.rng.append(n)
+        else:
+            self.problems.append(f"a random op with its own generator at {_user_line()}")
 
-    def view(self, v: Callable[..., Any]) -> Callable[..., Any]:
-        def traced(buffer: Any, shape: tuple[int, ...], strides: tuple[int, ...], offset: int,
-                   dtype: D.DType) -> Any:
-            h = v(buffer, shape, strides, offset, dtype)
-            self.views[id(h)] = (h, buffer, tuple(shape), tuple(strides), offset, dtype)
-            self.keep.append(h)
-            return h
-
-        return traced
+    def on_step(self, opt: Any, *rest: Any) -> None:
+        if self.step_hook is not None:
+            self.step_hook(opt)
 
     # -- the result ---------------------------------------------------------------------
 
@@ -257,39 +480,34 @@ class _Tracer:
 
 
 def run_traced(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
-               names: dict[int, str]) -> tuple[Graph, Any, _Tracer]:
-    """Run ``fn(*args, **kwargs)`` recording every kernel; returns (graph, result, tracer)."""
-    from ..device import Device
+               names: dict[int, str], step_hook: Callable[[Any], None] | None = None
+               ) -> tuple[Graph, Any, _Tracer]:
+    """Run ``fn(*args, **kwargs)`` recording every kernel the calling thread
+    runs; returns (graph, result, tracer). ``step_hook(optimizer)`` is called as
+    each optimizer's ``step`` begins."""
+    global _traces
 
-    if getattr(_active, "on", False):
+    if _tls.tracer is not None:
         raise TraceError("rtxcore.jit.trace can't be nested")
     tr = _Tracer(args, names)
-    from .. import random as R
-
-    take = R.Generator.take
-
-    def recording_take(gen: Any, n: int) -> tuple[int, int]:
-        if gen is R.default_generator:
-            tr.rng.append(n)
-        else:
-            tr.problems.append(f"a random op with its own generator at {_user_line()}")
-        return take(gen, n)
-
-    swapped = []
-    for dev in list(Device._interned.values()):
-        if not dev._ready:
-            continue
-        swapped.append((dev, dev.kernels, dev.view))
-        dev.kernels = {op: tr.kernel(op, k) for op, k in dev.kernels.items()}
-        dev.view = tr.view(dev.view)
-    _active.on = True
-    R.Generator.take = recording_take  # type: ignore[method-assign]
+    tr.step_hook = step_hook
+    with _lock:
+        try:
+            _install()
+        except BaseException:
+            if _traces == 0:
+                _uninstall()
+            raise
+        _traces += 1
+    _tls.tracer = tr
     try:
         result = fn(*args, **kwargs)
         tr.g.outputs = tr.output(result)
+        tr.finish()
     finally:
-        _active.on = False
-        R.Generator.take = take  # type: ignore[method-assign]
-        for dev, kernels, view in swapped:
-            dev.kernels, dev.view = kernels, view
+        _tls.tracer = None
+        with _lock:
+            _traces -= 1
+            if _traces == 0:
+                _uninstall()
     return tr.g, result, tr

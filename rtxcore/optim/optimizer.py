@@ -224,6 +224,9 @@ class Optimizer:
         wd = group["weight_decay"] if coupled_weight_decay and not raw else 0
         maximize = group["maximize"] and not raw
         state = self.state
+        # capturable, or stepped inside a compiled function: the count is a
+        # tensor (as torch.compile keeps it), so the graph replays every step
+        capturable = group.get("capturable") or _tracing()
         for p in group["params"]:
             g = p.grad
             if g is None:
@@ -232,13 +235,12 @@ class Optimizer:
             if not st:
                 # capturable: the count is a tensor on the parameter's device, counted
                 # in place, so a traced step (rtxcore.jit) advances it on replay
-                st["step"] = zeros((), dtype=float32, device=p.device) \
-                    if group.get("capturable") else 0
+                st["step"] = zeros((), dtype=float32, device=p.device) if capturable else 0
                 init(st, p)
             if maximize:
                 g = -g
             step = st["step"]
-            if group.get("capturable") and not isinstance(step, Tensor):  # loaded as a number
+            if capturable and not isinstance(step, Tensor):  # loaded, or counted, as a number
                 step = st["step"] = full((), float(step), dtype=float32, device=p.device)
             if isinstance(step, Tensor):
                 step.add_(1)
@@ -378,6 +380,12 @@ class Optimizer:
 
         param_groups = [update_group(g, ng) for g, ng in zip(groups, saved_groups)]
         self.__setstate__({"state": state, "param_groups": param_groups})
+
+
+def _tracing() -> bool:
+    from ..jit.trace import is_tracing
+
+    return is_tracing()
 
 
 def _step_number(value: Tensor) -> Any:

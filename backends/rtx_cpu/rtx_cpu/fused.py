@@ -39,9 +39,11 @@ def runner(program: dict[str, Any], kernels: dict[str, Callable[..., None]]) -> 
             for op, dt, operands in steps]
 
     # scratch slots, reused once a step's result has had its last reader (fewer
-    # block-sized arrays: the working set stays in cache). A step may write over
-    # an operand that dies at it: elementwise kernels read each element before
-    # writing it, and a result in the slot its operand just used stays hot.
+    # block-sized arrays: the working set stays in cache). A ufunc step may write
+    # over an operand that dies at it: a ufunc reads each element before writing
+    # it, and a result in the slot its operand just used stays hot. Other kernels
+    # may not (``where`` fills its output from y, then copies x over it), so their
+    # dying operands' slots are freed only after theirs is picked.
     last = {}
     for k, (_, _, operands) in enumerate(plan):
         for kind, v in operands:
@@ -50,10 +52,12 @@ def runner(program: dict[str, Any], kernels: dict[str, Callable[..., None]]) -> 
     slot_of: dict[int, int] = {}
     slot_dtype: list[np.dtype] = []
     free: list[int] = []
-    for k, (_, dt, operands) in enumerate(plan):
-        for kind, v in operands:
-            if kind == "step" and last.get(v) == k and v in slot_of and slot_of[v] not in free:
-                free.append(slot_of[v])
+    for k, (kern, dt, operands) in enumerate(plan):
+        dying = [slot_of[v] for kind, v in operands
+                 if kind == "step" and last.get(v) == k and v in slot_of]
+        in_place_ok = getattr(kern, "ufunc", None) is not None
+        if in_place_ok:
+            free += [s for s in dict.fromkeys(dying) if s not in free]
         if k not in outputs and k != last_step:
             pick = next((s for s in free if slot_dtype[s] == dt), None)
             if pick is None:
@@ -62,6 +66,8 @@ def runner(program: dict[str, Any], kernels: dict[str, Callable[..., None]]) -> 
             else:
                 free.remove(pick)
             slot_of[k] = pick
+        if not in_place_ok:
+            free += [s for s in dict.fromkeys(dying) if s not in free]
 
     # the block loop as straight-line Python, made once per program: one call per
     # step and block, no per-operand dispatch (at 4M elements and 64K blocks a
@@ -165,6 +171,18 @@ def threads() -> int:
     return _settings._threads or _CPUS
 
 
+def pool() -> Any:
+    """The backend's worker threads (7: with the calling thread, ``threads()``'
+    most), made at first use; shared by fused groups and blocked kernels
+    (``kernels.layer_norm``)."""
+    global _pool
+    if _pool is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _pool = ThreadPoolExecutor(max_workers=7, thread_name_prefix="rtx-cpu-fused")
+    return _pool
+
+
 _CPUS = min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
             else os.cpu_count() or 1)
 
@@ -183,13 +201,8 @@ def _parallel(run: Callable[..., None], n: int, total: int, unit: int, blocks: i
         R = np.empty(blocks, rdt) if partial else None
         parts = min(threads(), blocks // 2) if n >= PARALLEL_MIN else 1
         if parts > 1:
-            global _pool
-            if _pool is None:
-                from concurrent.futures import ThreadPoolExecutor
-
-                _pool = ThreadPoolExecutor(max_workers=7, thread_name_prefix="rtx-cpu-fused")
             step = -(-blocks // parts) * unit
-            futures = [_pool.submit(run, outs, ins, lo, min(lo + step, total), R)
+            futures = [pool().submit(run, outs, ins, lo, min(lo + step, total), R)
                        for lo in range(step, total, step)]
             run(outs, ins, 0, min(step, total), R)
             for f in futures:
