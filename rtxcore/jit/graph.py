@@ -196,39 +196,37 @@ class Graph:
         return {
             "format": FORMAT, "version": VERSION,
             "values": {str(k): v for k, v in self.values.items()},
-            "nodes": [{"id": n.id, "op": n.op, "args": _enc(n.args), "attrs": n.attrs,
+            "nodes": [{"id": n.id, "op": n.op, "args": _enc(n.args),
+                       "attrs": _enc_attrs(n.attrs) if n.op == "fused" else n.attrs,
                        "writes": [list(w) for w in n.writes]} for n in self.nodes],
             "outputs": self.outputs,
         }
 
     @classmethod
     def from_json(cls, doc: Any) -> "Graph":
-        from ..dispatch import ops as OPS
+        """The graph of a document ``to_json`` wrote, every field checked first
+        (``rtxcore.jit.validate``): anything wrong is a ValueError naming it."""
+        from .validate import check_document
 
-        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-            raise ValueError("not an rtxcore graph (no 'format': 'rtxcore.graph' header)")
-        ver = doc.get("version")
-        if not isinstance(ver, int) or ver > VERSION:
-            raise ValueError(f"graph format version {ver!r} is newer than this rtxcore reads "
-                             f"(version {VERSION}); upgrade rtxcore")
+        values, nodes, outputs = check_document(doc)
         g = cls()
-        try:
-            g.values = {int(k): dict(v) for k, v in doc["values"].items()}
-            for v in g.values.values():
-                if v["dtype"] not in D.BY_NAME:
-                    raise ValueError(f"graph names an unknown dtype {v['dtype']!r}")
-            for nd in doc["nodes"]:
-                op = nd["op"]
-                if op not in ("input", "const", "alloc", "view", "fused") and \
-                        not OPS.is_known_op(op):
-                    raise ValueError(f"graph names an unknown op {op!r}")
-                g.nodes.append(Node(int(nd["id"]), op, _dec(nd["args"]), dict(nd["attrs"]),
-                                    [(int(a), int(b)) for a, b in nd["writes"]]))
-            g.outputs = doc["outputs"]
-        except (KeyError, TypeError, AttributeError) as exc:
-            raise ValueError(f"malformed rtxcore graph: {type(exc).__name__}: {exc}") from None
+        g.values = values
+        g.nodes = nodes
+        g.outputs = outputs
         g._next = max(g.values, default=-1) + 1
         return g
+
+
+def _enc_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
+    """A fused node's attrs as JSON: its program's non-finite constants (a
+    ``where`` filling ``-inf``) tagged as kernel arguments are, JSON has none."""
+    prog = attrs.get("program")
+    if not isinstance(prog, dict) or "steps" not in prog:
+        return attrs
+    steps = [[op, dt, [[k, {"float": repr(v)} if k == "const" and isinstance(v, float)
+                        and not math.isfinite(v) else v] for k, v in operands]]
+             for op, dt, operands in prog["steps"]]
+    return {**attrs, "program": {**prog, "steps": steps}}
 
 
 def _refs(args: Any) -> Iterator[Ref]:
@@ -249,6 +247,7 @@ def _bytes(n: int) -> str:
 
 # JSON for kernel arguments: refs, scalars (floats keep their type; inf/nan
 # spelled out), tuples, None, strings and dtypes, each tagged where JSON is ambiguous.
+# (Read back, strictly, by rtxcore.jit.validate.decode_arg.)
 
 def _enc(a: Any) -> Any:
     if isinstance(a, Ref):
@@ -264,24 +263,6 @@ def _enc(a: Any) -> Any:
     if isinstance(a, D.DType):
         return {"dtype": a.name}
     raise TypeError(f"can't store kernel argument of type {type(a).__name__} in a graph")
-
-
-def _dec(a: Any) -> Any:
-    if isinstance(a, list):
-        return [_dec(x) for x in a]
-    if isinstance(a, dict):
-        if "ref" in a:
-            return Ref(int(a["ref"]))
-        if "float" in a:
-            return float(a["float"])
-        if "tuple" in a:
-            return tuple(_dec(x) for x in a["tuple"])
-        if "dtype" in a:
-            if a["dtype"] not in D.BY_NAME:
-                raise ValueError(f"graph names an unknown dtype {a['dtype']!r}")
-            return D.BY_NAME[a["dtype"]]
-        raise ValueError(f"malformed kernel argument in graph: {a!r}")
-    return a
 
 
 def dumps(graph: Graph) -> str:

@@ -9,6 +9,12 @@ with kernels, shapes, strides and scalars bound as names. Tensors are made only
 where a caller sees them (the outputs) or the core needs them (a composite the
 backend lacks, a fused group the backend does not run).
 
+Generated source is made only of names the builder makes (``v12``, ``K3``) and
+ints (ids, shapes, strides, offsets: through ``_i``, which refuses anything but
+an int); every other value -- a kernel, a dtype, a float, a string -- is bound
+as a global. Nothing a graph file says reaches the source as text (the file's
+fields are checked first too: ``rtxcore.jit.validate``).
+
 A plan is made once per (graph, device) and kept on the graph (``Graph`` objects
 are not edited after they run: passes return new ones). It computes what
 ``run_env`` computes, by the same kernels in the same order; the interpreter
@@ -17,6 +23,7 @@ stays as the reference (``run_with_env``) and the tests compare the two.
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Callable
 
 from .. import dtype as D
@@ -33,6 +40,17 @@ from .passes import _output_ids
 from .trace import READS_OUT, untraced
 
 Plan = Callable[[dict[int, Tensor]], Any]
+
+
+def _i(x: Any) -> int:
+    """``x`` as a plain int for generated source: an id, a size, a stride or an
+    offset. A string or a float (from a file) raises instead of becoming code."""
+    return int(operator.index(x))
+
+
+def _t(xs: Any) -> tuple[int, ...]:
+    """A shape or strides as a tuple of plain ints (its repr is source)."""
+    return tuple(_i(x) for x in xs)
 
 
 def plan_for(graph: Graph, dev: Device) -> Plan:
@@ -68,19 +86,19 @@ class _Builder:
     def v(self, vid: int) -> str:
         """The native view of value ``vid``: a view node's own, a buffer version's
         its buffer's."""
-        return f"v{vid}" if "of" in self.g.values[vid] else f"v{self.root[vid]}"
+        return f"v{_i(vid)}" if "of" in self.g.values[vid] else f"v{_i(self.root[vid])}"
 
     def layout(self, vid: int) -> tuple[tuple[int, ...], tuple[int, ...], int, D.DType]:
         val = self.g.values[vid]
-        shape = tuple(val["shape"])
+        shape = _t(val["shape"])
         if "of" in val:
-            return shape, tuple(val["strides"]), _safe_offset(val["offset"], shape), \
+            return shape, _t(val["strides"]), _i(_safe_offset(val["offset"], shape)), \
                 D.BY_NAME[val["dtype"]]
         return shape, contiguous_strides(shape), 0, D.BY_NAME[val["dtype"]]
 
     def tensor(self, vid: int) -> str:
         """An expression making a Tensor of value ``vid`` (over its buffer's storage)."""
-        r = self.root[vid]
+        r = _i(self.root[vid])
         self.need_storage.add(r)
         shape, strides, off, dt = self.layout(vid)
         return f"make(s{r}, {shape!r}, {strides!r}, {off}, {self.bind(dt, 'DT')}, DEV, " \
@@ -110,7 +128,7 @@ class _Builder:
         homes: dict[int, int] = {}
         body: list[tuple[Any, list[str]]] = []
         for n in g.nodes:
-            op, i = n.op, n.id
+            op, i = n.op, _i(n.id)
             if op == "input":
                 code = [f"t{i} = IN[{i}]", f"s{i} = t{i}._storage", f"b{i} = s{i}.buffer",
                         f"v{i} = view_of(t{i})"]
@@ -120,7 +138,7 @@ class _Builder:
                 if home is None:
                     code = [f"b{i}, v{i} = {self.bind(_allocator(dev, shape, dt), 'ALLOC')}()"]
                 else:
-                    homes[i] = home
+                    home = homes[i] = _i(home)
                     code = [f"b{i} = b{home}", f"v{i} = VIEW(b{i}, {shape!r}, {strides!r}, 0, "
                                                f"{self.bind(dt, 'DT')})"]
             elif op == "const":
@@ -133,7 +151,7 @@ class _Builder:
                 code += [f"s{i} = t{i}._storage", f"b{i} = s{i}.buffer", f"v{i} = view_of(t{i})"]
             elif op == "view":
                 shape, strides, off, dt = self.layout(i)
-                code = [f"v{i} = VIEW(b{self.root[i]}, {shape!r}, {strides!r}, {off}, "
+                code = [f"v{i} = VIEW(b{_i(self.root[i])}, {shape!r}, {strides!r}, {off}, "
                         f"{self.bind(dt, 'DT')})"]
             elif op == "fused":
                 code = self._fused(n)
@@ -151,8 +169,8 @@ class _Builder:
             lines += ["    " + c for c in code]
             if n.op == "alloc" and n.id in self.need_storage:
                 home = homes.get(n.id)
-                lines.append(f"    s{n.id} = " + (f"s{home}" if home is not None
-                                                    else f"Storage(b{n.id}, DEV)"))
+                lines.append(f"    s{_i(n.id)} = " + (f"s{home}" if home is not None
+                                                    else f"Storage(b{_i(n.id)}, DEV)"))
         lines.append("    " + ret)
         src = "\n".join(lines)
         self.env["__source__"] = src
@@ -168,13 +186,13 @@ class _Builder:
         dev, op = self.dev, n.op
         out_dt = D.BY_NAME[self.g.values[n.writes[0][0]]["dtype"]] if n.writes else None
         args = n.args[len(n.writes) if op in READS_OUT else 0:]
-        pre: list[str] = []
+        pre = self._index_checks(n)
         rng = n.attrs.get("rng")
         if rng is not None:  # fresh numbers each run, drawn as the eager op draws
             from ..random import default_generator
 
             self.env["GEN"] = default_generator
-            pre = [f"_seed, _off = GEN.take({rng})"]
+            pre.append(f"_seed, _off = GEN.take({_i(rng)})")
         k = dev.kernels.get(op) if op not in COMPOSITES else own_kernel(dev, op, out_dt)
         if k is None and op in DECOMPOSE:  # a composite this backend lacks: the core's
             self.env["no_grad"] = no_grad
@@ -189,12 +207,24 @@ class _Builder:
             call_args[-2:] = ["_seed", "_off"]
         return pre + [f"{self.bind(k, 'K')}({', '.join(call_args)})"]
 
+    def _index_checks(self, n: Any) -> list[str]:
+        """For a graph read from a file (``rtxcore.jit.load``): a line per index
+        operand checking its values before the kernel reads them -- data no check
+        of the file sees, and a device kernel trusts."""
+        if not self.g.__dict__.get("_from_file"):
+            return []
+        from .validate import check_indices, index_operands
+
+        self.env["CHECK_INDICES"] = check_indices
+        return [f"CHECK_INDICES({self.tensor(vid)}, {_i(bound)}, {self.bind(what, 'W')})"
+                for vid, bound, what in index_operands(self.g, n)]
+
     def _fused(self, n: Any) -> list[str]:
         from .run import fused_runner, input_kinds, input_sizes, output_sizes, run_steps
 
         prog = n.attrs["program"]
         fn = fused_runner(prog, self.dev)
-        count = prog["n"]
+        count = _i(prog["n"])
         kinds, sizes = input_kinds(prog), input_sizes(prog)
 
         def where(vid: int, i: int | None = None, size: int | None = None) -> str:
@@ -202,9 +232,9 @@ class _Builder:
             # elements (``size``: a reduction's output); a broadcast input the
             # elements its view starts at
             val = self.g.values[vid]
-            shape, off = ((size or count,), 0) if i is None or kinds[i] == "in" else \
-                ((sizes[i],), _safe_offset(val.get("offset", 0), (sizes[i],)))
-            return f"b{self.root[vid]}, {shape!r}, (1,), {off}, " \
+            shape, off = ((_i(size or count),), 0) if i is None or kinds[i] == "in" else \
+                ((_i(sizes[i]),), _i(_safe_offset(val.get("offset", 0), (sizes[i],))))
+            return f"b{_i(self.root[vid])}, {shape!r}, (1,), {off}, " \
                    f"{self.bind(D.BY_NAME[val['dtype']], 'DT')}"
 
         if fn is not None:
@@ -215,7 +245,7 @@ class _Builder:
         self.env["run_steps"] = run_steps
 
         def flat_t(vid: int, i: int | None = None, size: int | None = None) -> str:
-            r = self.root[vid]
+            r = _i(self.root[vid])
             self.need_storage.add(r)
             layout = where(vid, i, size).split(", ", 1)[1]  # all but the buffer
             return f"make(s{r}, {layout}, DEV)"

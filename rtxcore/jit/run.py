@@ -58,6 +58,7 @@ def run_env(graph: Graph, inputs: dict[int, Tensor], dev: Device) -> tuple[Any, 
     env: dict[int, Tensor] = dict(inputs)
     vals = graph.values
     roots = buffer_roots(graph)
+    from_file = graph.__dict__.get("_from_file")  # index tensors checked (see plan.py)
     for n in graph.nodes:
         op = n.op
         if op == "input":
@@ -81,6 +82,11 @@ def run_env(graph: Graph, inputs: dict[int, Tensor], dev: Device) -> tuple[Any, 
                                 tuple(v["strides"]), v["offset"])
         else:
             read = len(n.writes) if op in READS_OUT else 0
+            if from_file:
+                from .validate import check_indices, index_operands
+
+                for vid, bound, what in index_operands(graph, n):
+                    check_indices(env[vid], bound, what)
             node_args = n.args
             rng = n.attrs.get("rng")
             if rng is not None:  # fresh numbers each run, drawn as the eager op draws
