@@ -39,6 +39,13 @@ PAYLOADS = [
 ]
 
 
+def _id(v: object) -> str:
+    """A test id that is the same in every process (payloads hold a pid)."""
+    if isinstance(v, str) and v in PAYLOADS:
+        return f"payload{PAYLOADS.index(v)}"
+    return repr(v)[:40]
+
+
 def _nothing_ran() -> None:
     assert not os.path.exists(MARK), "a graph file's text ran as code"
     assert not hasattr(builtins, "RTX_GRAPH_RAN"), "a graph file's text ran as code"
@@ -156,7 +163,7 @@ def test_saved_graphs_load_and_run_raw_and_optimized(tmp_path):
 # -- each way a file's value used to reach generated Python -----------------------------
 
 
-@pytest.mark.parametrize("payload", PAYLOADS[:2])
+@pytest.mark.parametrize("payload", PAYLOADS[:2], ids=_id)
 def test_a_view_offset_that_is_code_is_refused(tmp_path, payload):
     doc = copy.deepcopy(RAW)
     view = _node(doc, "view")
@@ -180,14 +187,14 @@ def test_a_view_past_its_buffer_is_refused(tmp_path):
     _refused(tmp_path, doc, match=r"reaches elements")
 
 
-@pytest.mark.parametrize("payload", PAYLOADS[:2] + [2**80, -1, 7.0, True])
+@pytest.mark.parametrize("payload", PAYLOADS[:2] + [2**80, -1, 7.0, True], ids=_id)
 def test_an_rng_count_that_is_not_the_draws_is_refused(tmp_path, payload):
     doc = copy.deepcopy(RAW)
     next(n for n in doc["nodes"] if "rng" in n["attrs"])["attrs"]["rng"] = payload
     _refused(tmp_path, doc, match=r"graph node \d+ \(uniform\): attrs\.rng must be the int 20")
 
 
-@pytest.mark.parametrize("payload", PAYLOADS[:2] + [-1, 10**30])
+@pytest.mark.parametrize("payload", PAYLOADS[:2] + [-1, 10**30], ids=_id)
 def test_an_alloc_reuse_that_is_not_an_earlier_alloc_is_refused(tmp_path, payload):
     doc = copy.deepcopy(OPT)
     next(n for n in doc["nodes"] if "reuse" in n["attrs"])["attrs"]["reuse"] = payload
@@ -257,7 +264,8 @@ def test_writes_that_form_a_cycle_are_refused_quickly(tmp_path):
     _refused(tmp_path, doc, match=rf"graph value ({of}|{vid}): of must be the id of")
 
 
-@pytest.mark.parametrize("name", [PAYLOADS[0], "../../etc/passwd", "", "a b", "x" * 300, 7])
+@pytest.mark.parametrize("name", [PAYLOADS[0], "../../etc/passwd", "", "a b", "x" * 300, 7],
+                         ids=_id)
 def test_an_external_or_constant_name_that_is_not_a_name_is_refused(tmp_path, name):
     doc = copy.deepcopy(RAW)
     next(n for n in doc["nodes"] if n["op"] == "input" and
@@ -268,7 +276,8 @@ def test_an_external_or_constant_name_that_is_not_a_name_is_refused(tmp_path, na
     _refused(tmp_path, doc, match=r"\(const\): attrs\.name must be a name")
 
 
-@pytest.mark.parametrize("dtype", [PAYLOADS[4], "float", "double", "bfloat16", 7, None])
+@pytest.mark.parametrize("dtype", [PAYLOADS[4], "float", "double", "bfloat16", 7, None],
+                         ids=_id)
 def test_a_dtype_that_is_not_one_of_the_nine_is_refused(tmp_path, dtype):
     doc = copy.deepcopy(RAW)
     doc["values"]["0"]["dtype"] = dtype
@@ -279,7 +288,7 @@ def test_a_dtype_that_is_not_one_of_the_nine_is_refused(tmp_path, dtype):
 
 
 @pytest.mark.parametrize("op", [PAYLOADS[2], "to_host", "empty", "from_host", "masked_select",
-                                "__class__", 3])
+                                "__class__", 3], ids=_id)
 def test_an_op_outside_the_closed_lists_is_refused(tmp_path, op):
     doc = copy.deepcopy(RAW)
     _node(doc, "matmul")["op"] = op
