@@ -42,6 +42,7 @@ from collections import OrderedDict
 from typing import Any, Callable
 
 from ..autograd.grad_mode import _state as _grad_state
+from ..nn.module import structure_version
 from ..tensor import Tensor
 from .trace import TraceError, is_tracing
 
@@ -93,27 +94,37 @@ def _opt_snapshot(opt: Any) -> tuple[Any, ...]:
 class _Entry:
     """One graph, what it assumed beyond the cache key, and what to restore."""
 
-    def __init__(self, traced: Any, params: list[tuple[str, int, bool]],
-                 optimizers: list[tuple[Any, Any]], grads: list[Tensor],
-                 backward: "_Backward | None" = None) -> None:
+    def __init__(self, traced: Any, module: Any, optimizers: list[tuple[Any, Any]],
+                 grads: list[Tensor], backward: "_Backward | None" = None) -> None:
         self.traced = traced
-        self.params = params
+        # the module's parameters and buffers as traced: which objects (checked
+        # again only when some module's structure changed since), and which
+        # require grad (checked each call)
+        self.tensors = _module_tensors(module) if module is not None else []
+        self.ids = [(n, id(t)) for n, t in self.tensors]
+        self.requires = tuple(t.requires_grad for _, t in self.tensors)
+        self.version = structure_version()
         self.optimizers = optimizers
         self.grads = grads  # the parameters whose .grad the graph's second output sets
         self.backward = backward  # outputs with autograd history: their backward graph
 
     def valid(self, module: Any) -> str | None:
-        if module is not None and self.params != _param_ids(module):
-            return "the module's parameters changed (replaced, or requires_grad switched)"
+        if module is not None:
+            v = structure_version()
+            if v != self.version:
+                if [(n, id(t)) for n, t in _module_tensors(module)] != self.ids:
+                    return "the module's parameters or buffers were replaced"
+                self.version = v
+            if tuple(t.requires_grad for _, t in self.tensors) != self.requires:
+                return "a parameter's requires_grad was switched"
         for opt, snap in self.optimizers:
             if _opt_snapshot(opt) != snap:
                 return f"{type(opt).__name__}'s hyperparameters or step state changed"
         return None
 
 
-def _param_ids(module: Any) -> list[tuple[str, int, bool]]:
-    return [(n, id(t), t.requires_grad) for n, t in list(module.named_parameters()) +
-            list(module.named_buffers())]
+def _module_tensors(module: Any) -> list[tuple[str, Tensor]]:
+    return list(module.named_parameters()) + list(module.named_buffers())
 
 
 class CompiledFunction:
@@ -132,6 +143,8 @@ class CompiledFunction:
         self._lock = threading.Lock()  # the cache, across threads calling at once
         self._last_key: Any = None
         self._gave_up: str | None = None  # why it now runs eagerly, past the limit
+        self._mods: list[Any] = []
+        self._mods_version = -1
         self.traces = 0  # how many times it traced (a test's and a user's view of misses)
         self.misses: list[str] = []
 
@@ -141,8 +154,12 @@ class CompiledFunction:
         return getattr(self._fn, name)
 
     def _key(self, args: tuple[Any, ...]) -> Any:
-        training = tuple(m.training for m in self._module.modules()) \
-            if self._module is not None else ()
+        training: tuple[bool, ...] = ()
+        if self._module is not None:
+            v = structure_version()
+            if v != self._mods_version:  # (a walk of the model only after it changed)
+                self._mods, self._mods_version = list(self._module.modules()), v
+            training = tuple(m.training for m in self._mods)
         return (tuple(_arg_key(a) for a in args), _grad_state.enabled, training)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -249,8 +266,8 @@ class CompiledFunction:
             traced.graph = optimize(g)
             if backward is not None:
                 backward.graph = optimize(backward.graph)
-        params = _param_ids(self._module) if self._module is not None else []
-        self._remember(key, _Entry(traced, params, optimizers, [p for p, _ in grads], backward))
+        self._remember(key, _Entry(traced, self._module, optimizers, [p for p, _ in grads],
+                                   backward))
         self._last_key = key
         return result
 
@@ -308,17 +325,29 @@ class _Backward:
 
     def run(self, args: tuple[Any, ...], saved: tuple[Tensor, ...],
             grads: list[Tensor]) -> tuple[Any, ...]:
-        from ..ops.core import ready_device
+        from ..dispatch.types import contiguous_strides
+        from ..ops.core import as_view, ready_device
         from .run import bind_input, run
 
         g = self.graph
         dev = ready_device(grads[0]._device if grads else saved[0]._device)
+        layouts = self.__dict__.get("_layouts")
+        if layouts is None:  # each input's (node, where from, shape, strides, dtype)
+            layouts = self._layouts = [
+                (n.id, *self.bind[n.id], tuple(g.values[n.id]["shape"]),
+                 contiguous_strides(tuple(g.values[n.id]["shape"])), g.values[n.id]["dtype"])
+                for n in g.inputs]
         inputs = {}
-        for n in g.inputs:
-            kind, x = self.bind[n.id]
+        for nid, kind, x, shape, strides, dt in layouts:
             t = grads[x] if kind == "grad" else saved[x] if kind == "saved" else \
                 args[x] if kind == "arg" else x
-            inputs[n.id] = bind_input(n.id, _dense(t), g.values[n.id], dev)
+            if t._offset == 0 and t._shape == shape and t._strides == strides \
+                    and t._device is dev and t._dtype.name == dt:
+                inputs[nid] = t  # (the common case: the buffer itself)
+            elif kind == "saved" and t._offset == 0 and t._device is dev:
+                inputs[nid] = as_view(t, shape, strides, 0)  # the forward's buffer, reshaped
+            else:
+                inputs[nid] = bind_input(nid, _dense(t), g.values[nid], dev)
         return run(g, inputs, dev)
 
 

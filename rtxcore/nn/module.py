@@ -21,6 +21,57 @@ class _Handle:
         self._hooks.pop(self._key, None)
 
 
+class _Registry(OrderedDict):
+    """A module's parameters, buffers or submodules: an OrderedDict that counts
+    every change, in any module (``Module.structure_version()``), so a cache
+    keyed on a model's structure (``rtxcore.compile``'s guards) checks one
+    number instead of walking the model on every call."""
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        _version[0] += 1
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key: Any) -> None:
+        _version[0] += 1
+        super().__delitem__(key)
+
+    def pop(self, *args: Any) -> Any:
+        _version[0] += 1
+        return super().pop(*args)
+
+    def popitem(self, last: bool = True) -> Any:
+        _version[0] += 1
+        return super().popitem(last)
+
+    def clear(self) -> None:
+        _version[0] += 1
+        super().clear()
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        _version[0] += 1
+        super().update(*args, **kwargs)
+
+    def setdefault(self, key: Any, default: Any = None) -> Any:
+        _version[0] += 1
+        return super().setdefault(key, default)
+
+    def move_to_end(self, key: Any, last: bool = True) -> None:
+        _version[0] += 1
+        super().move_to_end(key, last)
+
+    def __reduce__(self) -> Any:  # pickles and copies as a plain OrderedDict would
+        return (type(self), (list(self.items()),))
+
+
+_version = [0]
+
+
+def structure_version() -> int:
+    """A number that changes whenever any module's parameters, buffers or
+    submodules are set, replaced or removed."""
+    return _version[0]
+
+
 class Module:
     """Base class of every layer and model. Subclasses set parameters, buffers and
     submodules as attributes in ``__init__`` and define ``forward``."""
@@ -31,10 +82,10 @@ class Module:
     def __init__(self) -> None:
         d = self.__dict__
         d["training"] = True
-        d["_parameters"] = OrderedDict()
-        d["_buffers"] = OrderedDict()
+        d["_parameters"] = _Registry()
+        d["_buffers"] = _Registry()
         d["_non_persistent"] = set()
-        d["_modules"] = OrderedDict()
+        d["_modules"] = _Registry()
         d["_forward_hooks"] = OrderedDict()
         d["_forward_pre_hooks"] = OrderedDict()
 
