@@ -22,6 +22,12 @@ With ``--device cuda`` it prints CUDA tables beside CuPy's own calls on the same
 arrays (elementwise at 16M and 256M elements, reductions, matmul 4096 in TFLOP/s,
 a tiny op), each timed as N calls then one device synchronisation.
 
+A second cpu table times ``F.layer_norm`` with weight and bias at (64, 128),
+(32, 512) and (4096, 1024), forward alone and forward + backward: rtxcore, the
+textbook whole-array NumPy (forward; backward in closed form), PyTorch eager and
+``torch.compile`` (inductor; pass ``--no-compile`` to skip it, about a minute of
+compiling). ``--only layer_norm`` runs that table alone, ``--only ops`` the first.
+
 This machine is shared and noisy: read ratios, not absolute times, and rerun.
 """
 
@@ -44,6 +50,10 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=7, help="rounds per measurement (median is shown)")
     p.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run)")
     p.add_argument("--no-torch", action="store_true", help="skip PyTorch even if installed")
+    p.add_argument("--no-compile", action="store_true",
+                   help="skip torch.compile (layer_norm table)")
+    p.add_argument("--only", choices=("ops", "layer_norm"), default=None,
+                   help="cpu: run one table (default both)")
     return p.parse_args()
 
 
@@ -119,6 +129,14 @@ def main() -> int:
         return _main_opencl(dev)
     if dev.type == "cuda":
         return _main_cuda(dev)
+    if ARGS.only != "layer_norm":
+        _ops_table(dev)
+    if ARGS.only != "ops" and dev.type == "cpu":
+        _layer_norm_table()
+    return 0
+
+
+def _ops_table(dev) -> None:
     rows = []
     for label, shape in SIZES.items():
         large = np.prod(shape) >= 1 << 20
@@ -167,7 +185,88 @@ def main() -> int:
     print()
     print("rc/np: rtxcore time / NumPy time (large ops: <= 1.05 means >= 0.95x NumPy's throughput)")
     print("rc/torch: rtxcore time / PyTorch eager time (tiny ops: budget <= 1.5, goal <= 1.0)")
-    return 0
+    print()
+
+
+# -- layer_norm ------------------------------------------------------------------------------
+
+LN_SHAPES = [(64, 128), (32, 512), (4096, 1024)]
+
+
+def _np_layer_norm(x, w, b, eps=1e-5):
+    """The textbook whole-array NumPy forward: (y, xhat, rstd)."""
+    mu = x.mean(1, keepdims=True)
+    xc = x - mu
+    rstd = 1.0 / np.sqrt((xc * xc).mean(1, keepdims=True) + eps)
+    xhat = xc * rstd
+    return xhat * w + b, xhat, rstd
+
+
+def _np_layer_norm_fwd_bwd(x, w, b, g):
+    y, xhat, rstd = _np_layer_norm(x, w, b)
+    gw = g * w
+    dx = (gw - gw.mean(1, keepdims=True) - xhat * (gw * xhat).mean(1, keepdims=True)) * rstd
+    return y, dx, (g * xhat).sum(0), g.sum(0)
+
+
+def _layer_norm_table() -> None:
+    """F.layer_norm (weight and bias), forward and forward + backward, against NumPy,
+    PyTorch eager and torch.compile: interleaved rounds, medians."""
+    import rtxcore.nn.functional as F
+
+    compiled = torch is not None and not ARGS.no_compile
+    rows = []
+    for shape in LN_SHAPES:
+        m, n = shape
+        large = m * n >= 1 << 20
+        number = (3 if ARGS.quick else 20) if large else (200 if ARGS.quick else 2000)
+        rng = np.random.default_rng(0)
+        x, g = (rng.standard_normal(shape).astype(np.float32) for _ in range(2))
+        w, b = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+        rx, rw, rb, rg = (rc.from_numpy(a) for a in (x, w, b, g))
+        gx, gw, gb = (rc.from_numpy(a.copy()).requires_grad_() for a in (x, w, b))
+
+        def rc_fb(gx=gx, gw=gw, gb=gb, rg=rg, n=n):
+            gx.grad = gw.grad = gb.grad = None
+            F.layer_norm(gx, (n,), gw, gb).backward(rg)
+
+        fwd = [lambda: _np_layer_norm(x, w, b), lambda: F.layer_norm(rx, (n,), rw, rb)]
+        fb = [lambda: _np_layer_norm_fwd_bwd(x, w, b, g), rc_fb]
+        if torch is not None:
+            TF = torch.nn.functional
+            tx, tw, tb, tg = (torch.from_numpy(a) for a in (x, w, b, g))
+            sx, sw, sb = (torch.from_numpy(a.copy()).requires_grad_() for a in (x, w, b))
+
+            def th_fb(f, sx=sx, sw=sw, sb=sb, tg=tg, n=n):
+                sx.grad = sw.grad = sb.grad = None
+                f(sx, (n,), sw, sb).backward(tg)
+
+            fwd.append(lambda: TF.layer_norm(tx, (n,), tw, tb))
+            fb.append(lambda: th_fb(TF.layer_norm))
+            if compiled:
+                cf = torch.compile(TF.layer_norm, dynamic=False)
+                cb = torch.compile(TF.layer_norm, dynamic=False)
+                fwd.append(lambda: cf(tx, (n,), tw, tb))
+                fb.append(lambda: th_fb(cb))
+        for kind, fns in (("fwd", fwd), ("fwd+bwd", fb)):
+            t = _time(fns, number if kind == "fwd" else max(1, number // 2), ARGS.rounds)
+            rows.append((f"{m}x{n}", kind, t + [None] * (4 - len(t))))
+
+    print(f"layer_norm (weight, bias) on cpu | threads: rtxcore {rc.get_num_threads()}"
+          + (f", torch {torch.get_num_threads()}" if torch else "")
+          + f" | median of {ARGS.rounds} interleaved rounds")
+    head = (f"{'shape':<11}{'pass':<9}{'rtxcore':>12}{'numpy':>12}{'torch':>12}"
+            f"{'compiled':>12}{'rc/np':>8}{'rc/torch':>10}{'rc/compiled':>13}")
+    print(head)
+    print("-" * len(head))
+    for label, kind, (t_np, t_rc, t_th, t_tc) in rows:
+        print(f"{label:<11}{kind:<9}{_fmt_time(t_rc):>12}{_fmt_time(t_np):>12}"
+              f"{_opt_time(t_th):>12}{_opt_time(t_tc):>12}{t_rc / t_np:>8.2f}"
+              f"{_ratio(t_rc, t_th):>10}{_ratio(t_rc, t_tc):>13}")
+    print()
+    print("numpy: the textbook whole-array NumPy (forward: 5 passes; backward in closed form)")
+    print("compiled: torch.compile(F.layer_norm), inductor (its backward through AOTAutograd)")
+    print("rc/compiled: budget <= 1.5, goal <= 1.0 at 4096x1024")
 
 
 def _sync(x):
