@@ -189,3 +189,230 @@ def test_layer_norm_gives_the_same_bits_on_any_thread_count(small_ln_blocks, mon
         small_ln_blocks.layer_norm(*outs, x, w, b, 1e-5)
         for g, e in zip(outs, want):
             np.testing.assert_array_equal(g, e)
+
+
+# -- layer_norm_backward: the same blocks; the parameters' sums in block order ----------------
+
+
+def _ln_grads_numpy(x, w, g, eps=1e-5):
+    """The closed-form backward, whole-array (in x's dtype): (dx, dw, db)."""
+    mu = x.mean(1, keepdims=True)
+    xc = x - mu
+    rstd = 1.0 / np.sqrt((xc * xc).mean(1, keepdims=True) + eps)
+    xhat = xc * rstd
+    gw = g if w is None else g * w
+    dx = (gw - gw.mean(1, keepdims=True) - xhat * (gw * xhat).mean(1, keepdims=True)) * rstd
+    return dx, (g * xhat).sum(0), g.sum(0)
+
+
+def _spy_kernel(monkeypatch, op):
+    """Count the calls of the cpu device's kernel ``op``."""
+    from rtxcore.ops.core import ready_device
+
+    dev = ready_device("cpu")
+    real, calls = dev.kernels[op], []
+
+    def spy(*a):
+        calls.append(a[0].shape)
+        return real(*a)
+
+    monkeypatch.setitem(dev.kernels, op, spy)
+    return calls
+
+
+AFFINE = ["weight+bias", "weight", "bias", "none"]
+
+
+@pytest.mark.parametrize("affine", AFFINE)
+def test_layer_norm_backward_in_blocks_passes_gradcheck(small_ln_blocks, monkeypatch, affine):
+    # 45 x 96: 5 blocks of 8 rows and one of 5, over threads (from 4096 elements)
+    from rtxcore.autograd import gradcheck
+
+    calls = _spy_kernel(monkeypatch, "layer_norm_backward")
+    rng = np.random.default_rng(6)
+    x = rc.tensor(rng.standard_normal((3, 15, 96)) * 2 + 1, requires_grad=True)
+    w = rc.tensor(rng.standard_normal(96), requires_grad=True) if "weight" in affine else None
+    b = rc.tensor(rng.standard_normal(96), requires_grad=True) if "bias" in affine else None
+    proj = rc.tensor(rng.standard_normal((3, 15, 96)))
+    ins = tuple(t for t in (x, w, b) if t is not None)
+
+    def f(*ts):
+        it = iter(ts[1:])
+        ww = next(it) if w is not None else None
+        bb = next(it) if b is not None else None
+        return (rc.nn.functional.layer_norm(ts[0], (96,), ww, bb) * proj).sum()
+
+    assert gradcheck(f, ins)
+    # the kernel computed the gradients, with the parameters' rows where they are wanted
+    assert calls and set(calls) == {(45 + 2, 96) if w is not None or b is not None else (45, 96)}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("affine", AFFINE)
+def test_layer_norm_backward_in_blocks_matches_torch(small_ln_blocks, monkeypatch, dtype, affine):
+    torch = pytest.importorskip("torch")
+    calls = _spy_kernel(monkeypatch, "layer_norm_backward")
+    rng = np.random.default_rng(7)
+    # 207 rows: 25 blocks of 8 and one of 7; 2 x 3 x 7 rows of 12 x 8 (one block, tiles)
+    for shape, ns in (((207, 96), (96,)), ((2, 3, 7, 12, 8), (12, 8)), ((5, 33), (33,))):
+        x = (rng.standard_normal(shape) * 3 + 20).astype(dtype)
+        g = rng.standard_normal(shape).astype(dtype)
+        w = rng.standard_normal(ns).astype(dtype) if "weight" in affine else None
+        b = rng.standard_normal(ns).astype(dtype) if "bias" in affine else None
+        ts = [None if a is None else rc.from_numpy(a.copy()).requires_grad_() for a in (x, w, b)]
+        tt = [None if a is None else torch.from_numpy(a.copy()).requires_grad_()
+              for a in (x, w, b)]
+        rc.nn.functional.layer_norm(ts[0], ns, ts[1], ts[2]).backward(rc.from_numpy(g))
+        torch.nn.functional.layer_norm(tt[0], ns, tt[1], tt[2]).backward(torch.from_numpy(g))
+        tol = 2e-4 if dtype == np.float32 else 1e-10
+        for a, ta in zip(ts, tt):
+            if a is not None:
+                want = ta.grad.numpy()
+                assert a.grad.dtype == a.dtype and a.grad.shape == a.shape
+                np.testing.assert_allclose(a.grad.numpy(), want, rtol=tol,
+                                           atol=tol * np.abs(want).max())
+    assert len(calls) == 3
+
+
+def test_layer_norm_backward_kernel_equals_the_unblocked_numpy(small_ln_blocks):
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal((207, 96)) * 3 + 20).astype(np.float32)
+    g = rng.standard_normal((207, 96)).astype(np.float32)
+    w = rng.standard_normal(96).astype(np.float32)
+    mean = x.mean(1, keepdims=True)
+    rstd = 1 / np.sqrt(((x - mean) ** 2).mean(1, keepdims=True) + 1e-5)
+    eps32 = np.finfo(np.float32).eps
+    for weight in (w, None):
+        exact = _ln_grads_numpy(x.astype(np.float64), weight, g.astype(np.float64))
+        want = _ln_grads_numpy(x, weight, g)
+        out = np.full((209, 96), np.nan, np.float32)
+        small_ln_blocks.layer_norm_backward(out, g, x, mean, rstd, weight)
+        dx_only = np.full((207, 96), np.nan, np.float32)
+        small_ln_blocks.layer_norm_backward(dx_only, g, x, mean, rstd, weight)
+        np.testing.assert_array_equal(dx_only, out[:207])
+        for got, w32, e in zip((out[:207], out[207], out[208]), want, exact):
+            scale = np.abs(e).max()
+            # (float32 statistics: dx's error grows with the row's mean / std)
+            np.testing.assert_allclose(got, e, rtol=0, atol=400 * eps32 * scale)
+            assert np.abs(got - e).max() <= np.abs(w32 - e).max() + 8 * eps32 * scale
+
+
+@pytest.mark.parametrize("x_dt,out_dt", [(np.float16, np.float16), (np.float16, np.float32),
+                                         (np.float32, np.float64), (np.float64, np.float64)])
+def test_layer_norm_backward_in_blocks_other_dtypes(small_ln_blocks, x_dt, out_dt):
+    # float16 widens block by block (g too); an output of another dtype goes through scratch
+    rng = np.random.default_rng(9)
+    x, g = (rng.standard_normal((99, 96)).astype(x_dt) for _ in range(2))
+    w = rng.standard_normal(96).astype(x_dt)
+    cdt = np.float32 if x_dt == np.float16 else x_dt
+    mean = x.astype(cdt).mean(1, keepdims=True)
+    rstd = 1 / np.sqrt(((x.astype(cdt) - mean) ** 2).mean(1, keepdims=True) + 1e-5)
+    want = _ln_grads_numpy(x.astype(np.float64), w.astype(np.float64), g.astype(np.float64))
+    out = np.full((101, 96), np.nan, out_dt)
+    small_ln_blocks.layer_norm_backward(out, g, x, mean.astype(x_dt), rstd.astype(x_dt), w)
+    tol = 8 * np.finfo(np.float16 if np.float16 in (x_dt, out_dt) else cdt).eps
+    for got, e in zip((out[:99], out[99], out[100]), want):
+        np.testing.assert_allclose(got, e, rtol=tol, atol=tol * np.abs(e).max())
+
+
+def test_layer_norm_backward_takes_a_strided_g(small_ln_blocks):
+    # .sum()'s gradient is a broadcast view (stride 0), a transposed g any strides
+    rng = np.random.default_rng(10)
+    x = rng.standard_normal((50, 96))
+    w = rng.standard_normal(96)
+    mean = x.mean(1, keepdims=True)
+    rstd = 1 / np.sqrt(((x - mean) ** 2).mean(1, keepdims=True) + 1e-5)
+    for g in (np.broadcast_to(np.float64(1.5), x.shape), rng.standard_normal((96, 50)).T):
+        out = np.empty((52, 96))
+        small_ln_blocks.layer_norm_backward(out, g, x, mean, rstd, w)
+        for got, e in zip((out[:50], out[50], out[51]), _ln_grads_numpy(x, w, np.array(g))):
+            np.testing.assert_allclose(got, e, rtol=1e-12, atol=1e-12 * np.abs(e).max())
+
+
+def test_layer_norm_backward_gives_the_same_bits_on_any_thread_count(small_ln_blocks,
+                                                                    monkeypatch):
+    from rtx_cpu import fused
+
+    submitted = []
+    real_pool = fused.pool
+
+    class Spy:
+        def submit(self, *a, **k):
+            submitted.append(a[-3:])  # (first block, end block, rows)
+            return real_pool().submit(*a, **k)
+
+    monkeypatch.setattr(fused, "pool", lambda: Spy())
+    rng = np.random.default_rng(11)
+    cases = [((203, 96), np.float32), ((9, 9000), np.float64), ((77, 96), np.float16)]
+    args = []
+    for s, dt in cases:
+        x, g = (rng.standard_normal(s).astype(dt) for _ in range(2))
+        mean = x.mean(1, keepdims=True, dtype=np.float64).astype(dt)
+        rstd = (1 / x.std(1, keepdims=True, dtype=np.float64)).astype(dt)
+        args.append((g, x, mean, rstd, rng.standard_normal(s[1]).astype(dt)))
+    results = {}
+    old = rc.get_num_threads()
+    try:
+        for n in (1, 2, 3):
+            rc.set_num_threads(n)
+            results[n] = []
+            for a in args:
+                for w in (a[-1], None):
+                    out = np.empty((a[1].shape[0] + 2, a[1].shape[1]), a[1].dtype)
+                    small_ln_blocks.layer_norm_backward(out, *a[:-1], w)
+                    results[n].append(out)
+    finally:
+        rc.set_num_threads(old)
+    assert any(k0 > 0 for k0, _, _ in submitted)  # the threaded path ran
+    for n in (2, 3):
+        for got, want in zip(results[n], results[1]):
+            np.testing.assert_array_equal(got, want)
+
+
+def test_layer_norm_backward_kernel_only_when_not_recording(monkeypatch):
+    # create_graph: the core's composite (it differentiates again); else the kernel
+    from rtxcore.autograd import gradgradcheck
+
+    calls = _spy_kernel(monkeypatch, "layer_norm_backward")
+    rng = np.random.default_rng(12)
+    x = rc.tensor(rng.standard_normal((4, 6)), requires_grad=True)
+    w = rc.tensor(rng.standard_normal(6), requires_grad=True)
+    b = rc.tensor(rng.standard_normal(6), requires_grad=True)
+    y = rc.nn.functional.layer_norm(x, (6,), w, b)
+    g = rc.tensor(rng.standard_normal((4, 6)))
+    first = rc.autograd.grad(y, (x, w, b), g, retain_graph=True)
+    assert len(calls) == 1
+    again = rc.autograd.grad(y, (x, w, b), g, create_graph=True)
+    assert len(calls) == 1 and again[0].requires_grad and again[1].requires_grad
+    for a, e in zip(first, again):
+        np.testing.assert_allclose(a.numpy(), e.detach().numpy(), rtol=1e-12, atol=1e-12)
+    assert gradgradcheck(lambda *ts: rc.nn.functional.layer_norm(ts[0], (6,), ts[1], ts[2]),
+                         (x, w, b))
+
+
+def test_layer_norm_backward_at_the_default_blocks(monkeypatch):
+    # 1100 rows of 520: blocks of 1008 rows (whole tiles of 16), the second of 92, over
+    # two threads; against PyTorch, and the same bits on one thread
+    torch = pytest.importorskip("torch")
+    calls = _spy_kernel(monkeypatch, "layer_norm_backward")
+    rng = np.random.default_rng(13)
+    x, g = (rng.standard_normal((1100, 520)).astype(np.float32) for _ in range(2))
+    w, b = (rng.standard_normal(520).astype(np.float32) for _ in range(2))
+    tt = [torch.from_numpy(a.copy()).requires_grad_() for a in (x, w, b)]
+    torch.nn.functional.layer_norm(tt[0], (520,), tt[1], tt[2]).backward(torch.from_numpy(g))
+    grads = {}
+    old = rc.get_num_threads()
+    try:
+        for n in (1, 2):
+            rc.set_num_threads(n)
+            ts = [rc.from_numpy(a.copy()).requires_grad_() for a in (x, w, b)]
+            rc.nn.functional.layer_norm(ts[0], (520,), ts[1], ts[2]).backward(rc.from_numpy(g))
+            grads[n] = [t.grad.numpy() for t in ts]
+    finally:
+        rc.set_num_threads(old)
+    assert len(calls) == 2
+    for got, ta in zip(grads[2], tt):
+        want = ta.grad.numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+    for a, e in zip(grads[2], grads[1]):
+        np.testing.assert_array_equal(a, e)

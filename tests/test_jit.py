@@ -286,3 +286,30 @@ def test_composites_traced_on_cpu_run_where_the_backend_lacks_them(tmp_path, dev
     got = rc.jit.load(path)(x.to(device), i.to(device))
     for g, w in zip(got, f(x, i)):
         np.testing.assert_allclose(_np(g), _np(w), rtol=2e-5, atol=2e-5)
+
+
+def test_layer_norm_backward_traced_on_cpu_runs_where_the_backend_lacks_it(tmp_path, device):
+    """layer_norm's backward is one node on cpu (its kernel: with the parameters'
+    rows, and without them for .sum()'s broadcast gradient); the graph, saved and
+    loaded, runs it elsewhere as the core's decomposition."""
+    import rtxcore.nn.functional as F
+
+    def f(x, w, b, g):
+        y = F.layer_norm(x, (3, 6), w, b)
+        dx, dw, db = rc.autograd.grad(y, (x, w, b), g)
+        x2 = x.detach().requires_grad_()
+        (dx2,) = rc.autograd.grad(F.layer_norm(x2, (6,)).sum(), (x2,))
+        return dx, dw, db, dx2
+
+    rng = np.random.default_rng(4)
+    x, w, b = (rc.tensor(rng.standard_normal(s).astype(np.float32), requires_grad=True)
+               for s in ((5, 3, 6), (3, 6), (3, 6)))
+    g = rc.tensor(rng.standard_normal((5, 3, 6)).astype(np.float32))
+    t = rc.jit.trace(f, x, w, b, g)
+    assert [n.op for n in t.graph.kernels()].count("layer_norm_backward") == 2
+    path = str(tmp_path / "ln.rtxg")
+    t.save(path)
+    got = rc.jit.load(path)(*(a.to(device) for a in (x, w, b, g)))
+    for a, e in zip(got, f(x, w, b, g)):
+        assert a.shape == e.shape
+        np.testing.assert_allclose(_np(a), _np(e), rtol=2e-5, atol=2e-5)

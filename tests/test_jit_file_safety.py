@@ -433,6 +433,24 @@ def test_every_kernel_op_has_a_check():
             hasattr(V._Kernel, "k_" + op), op
 
 
+@pytest.mark.parametrize("change, match", [
+    (lambda n: n["args"].pop(), r"layer_norm_backward takes 5 arguments"),
+    (lambda n: n["args"].__setitem__(4, n["args"][0]),
+     r"weight \(value \d+\) must have shape \[6\]"),
+    (lambda n: n["args"].__setitem__(2, n["args"][1]),
+     r"mean \(value \d+\) must have shape \[2, 1\]"),
+    (lambda n: n["args"].__setitem__(0, n["args"][2]), r"g \(value \d+\) must have shape \[2, 6\]"),
+    (lambda n: n["args"].__setitem__(1, n["args"][4]), r"layer_norm_backward's x must be 2-D"),
+])
+def test_a_layer_norm_backward_node_off_its_contract_is_refused(tmp_path, change, match):
+    """The training step's layer_norm_backward (out (M + 2, N): the parameters' rows)."""
+    doc, data = copy.deepcopy(STEP_RAW[0]), STEP_RAW[1]
+    n = _node(doc, "layer_norm_backward")
+    assert doc["values"][str(n["writes"][0][0])]["shape"] == [4, 6]
+    change(n)
+    _refused(tmp_path, doc, data, match=match)
+
+
 def test_graphs_of_the_tracer_and_the_passes_pass_the_checks():
     """A training step (forward, backward, clipping, SGD with momentum) and a
     convolution's forward and backward, as traced and as optimised, read back

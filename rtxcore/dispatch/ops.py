@@ -390,6 +390,14 @@ COMPOSITES: dict[str, OpSpec] = {
         _c("layer_norm", "norm", "layer_norm(out, mean, rstd, x, weight, bias, eps)  # x (M, N) "
            "contiguous, normalized per row (biased variance); mean, rstd (M, 1); weight, bias "
            "(N,) or None", operands=("x", "weight", "bias", "eps"), dtypes="float"),
+        _c("layer_norm_backward", "norm", "layer_norm_backward(out, g, x, mean, rstd, weight)  "
+           "# x (M, N) contiguous, g (M, N) any strides, mean and rstd (M, 1) as layer_norm "
+           "wrote them, weight (N,) or None; with xhat = (x - mean) * rstd and gw = g * "
+           "weight (g without weight), out's rows :M = rstd * (gw - mean(gw) - xhat * "
+           "mean(gw * xhat)) (means along each row: the gradient of x). out is (M, N), or "
+           "(M + 2, N) for the parameters' gradients too: row M = the sum over rows of g * "
+           "xhat (weight's), row M + 1 = that of g (bias's)",
+           operands=("g", "x", "mean", "rstd", "weight"), dtypes="float"),
         _c("max_pool2d_tiled", "pool", "max_pool2d_tiled(values, indices, x, kh, kw)  # x (N, C, "
            "H, W); values, indices (N, C, H // kh, W // kw): each kh x kw tile's max and the "
            "flat index into H*W of its first maximum (or first NaN)",

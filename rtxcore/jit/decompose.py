@@ -74,6 +74,18 @@ def _layer_norm(out: Tensor, mean: Tensor, rstd: Tensor, x: Tensor, weight: Tens
     rstd.copy_(r)
 
 
+def _layer_norm_backward(out: Tensor, g: Tensor, x: Tensor, mean: Tensor, rstd: Tensor,
+                         weight: Tensor | None) -> None:
+    m = x.shape[0]
+    xhat = (x - mean) * rstd
+    gw = g if weight is None else g * weight
+    out[:m].copy_((gw - gw.mean(1, keepdim=True) - xhat * (gw * xhat).mean(1, keepdim=True))
+                  * rstd)
+    if out.shape[0] > m:  # the parameters' gradients too
+        out[m].copy_((g * xhat).sum(0))
+        out[m + 1].copy_(g.sum(0))
+
+
 def _max_pool2d_tiled(values: Tensor, indices: Tensor, x: Tensor, kh: int, kw: int) -> None:
     from ..nn import functional as F
 
@@ -146,6 +158,7 @@ DECOMPOSE: dict[str, Callable[..., None]] = {
     **{n: _binary(n) for n in ("floor_divide", "remainder", "logical_xor")},
     "cumsum": _cumsum, "softmax": _softmax, "log_softmax": _log_softmax,
     "gelu": _gelu, "gelu_backward": _gelu_backward, "layer_norm": _layer_norm,
+    "layer_norm_backward": _layer_norm_backward,
     "max_pool2d_tiled": _max_pool2d_tiled,
     "max_pool2d_tiled_backward": _max_pool2d_tiled_backward,
     "conv2d": _conv2d, "conv2d_input_grad": _conv2d_input_grad,

@@ -995,6 +995,33 @@ class _Kernel:
         if type(self.args[3]) not in (int, float):
             raise _fail(self.where, "args[3] (eps)", "a number", self.args[3])
 
+    def k_layer_norm_backward(self) -> None:
+        self.arity(5)
+        out = self.outs[0]
+        g, x = self.ref(0, "g"), self.ref(1, "x")
+        sx = self.shape(x)
+        if len(sx) != 2:
+            raise self.fail(f"layer_norm_backward's x must be 2-D (M, N), got {sx}")
+        m, n = sx
+        if list(self.n.values[x].get("strides", [n, 1])) != list(contiguous_strides((m, n))):
+            raise self.fail(f"layer_norm_backward's x (value {x}) must be contiguous")
+        if self.shape(out) not in ([m, n], [m + 2, n]):
+            raise self.fail(f"layer_norm_backward's output (value {out}) must have shape "
+                            f"{[m, n]} or {[m + 2, n]}, got {self.shape(out)}")
+        self.same_shape(g, sx, "g")
+        dt = self.dtype(x)
+        self.dtype_is(x, _domain("layer_norm_backward"), "x")
+        self.dtype_is(out, dt, "the output")
+        self.dtype_is(g, dt, "g")
+        for k, what in ((2, "mean"), (3, "rstd")):
+            r = self.ref(k, what)
+            self.same_shape(r, [m, 1], what)
+            self.dtype_is(r, dt, what)
+        w = self.ref(4, "weight", optional=True)
+        if w is not None:
+            self.same_shape(w, [n], "weight")
+            self.dtype_is(w, dt, "weight")
+
     def k_max_pool2d_tiled(self) -> None:
         self.arity(3)
         values, indices = self.outs

@@ -901,8 +901,10 @@ class _LayerNorm(Function):
     """layer_norm over the last ``k`` dims as one node: the forward is the backend's
     ``layer_norm`` kernel where it has one (else mean, variance, scale), the
     backward the closed form ``rstd * (gw - mean(gw) - xhat * mean(gw * xhat))``
-    instead of the backward of each step. Under ``create_graph`` the statistics
-    are recomputed as recorded ops, so the gradient differentiates again."""
+    instead of the backward of each step: the backend's ``layer_norm_backward``
+    where it has one, else that formula in the core's ops. Under ``create_graph``
+    always the core's ops, with the statistics recomputed as recorded ops, so the
+    gradient differentiates again."""
 
     @staticmethod
     def forward(ctx: Any, input: Tensor, weight: Tensor | None, bias: Tensor | None, k: int,
@@ -940,6 +942,22 @@ class _LayerNorm(Function):
         n = math.prod(shape[len(shape) - k:])
         x2 = input.reshape(-1, n)
         g2 = g.reshape(-1, n)
+        needs = ctx.needs_input_grad
+        want_w = weight is not None and needs[1]
+        want_b = ctx._in[2] is not None and needs[2]
+        if not _state.enabled and g2.numel() and g._dtype is input._dtype:
+            # (create_graph: the composite below)
+            kern = own_kernel(input._device, "layer_norm_backward", input._dtype)
+            if kern is not None:
+                x2 = x2.contiguous()
+                m = x2._shape[0]
+                out = empty((m + 2 if want_w or want_b else m, n), input._dtype, input._device)
+                kern(out._h, view_of(g2), view_of(x2), view_of(mean), view_of(rstd),
+                     None if weight is None else view_of(weight.reshape(n)))
+                # (the parameters' rows copied out: a view would keep all of out alive)
+                dw = out[m].clone().reshape(ctx._in[1][0]) if want_w else None
+                db = out[m + 1].clone().reshape(ctx._in[2][0]) if want_b else None
+                return out[:m].reshape(shape), dw, db, None, None
         if _state.enabled:  # create_graph: the statistics as recorded ops of the input
             mean = x2.mean(1, keepdim=True)
             xc = x2 - mean
@@ -949,9 +967,8 @@ class _LayerNorm(Function):
             xhat = (x2 - mean) * rstd
         gw = g2 if weight is None else g2 * weight.reshape(n)
         dx = (gw - gw.mean(1, keepdim=True) - xhat * (gw * xhat).mean(1, keepdim=True)) * rstd
-        needs = ctx.needs_input_grad
-        dw = (g2 * xhat).sum(0).reshape(ctx._in[1][0]) if weight is not None and needs[1] else None
-        db = g2.sum(0).reshape(ctx._in[2][0]) if ctx._in[2] is not None and needs[2] else None
+        dw = (g2 * xhat).sum(0).reshape(ctx._in[1][0]) if want_w else None
+        db = g2.sum(0).reshape(ctx._in[2][0]) if want_b else None
         return dx.reshape(shape), dw, db, None, None
 
 

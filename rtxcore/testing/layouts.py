@@ -43,7 +43,7 @@ RTOL = {"float16": 2e-3, "float32": 2e-5, "float64": 1e-12}
 LOOSE = {"float16": 4e-3, "float32": 1e-4, "float64": 1e-9}
 _LOOSE_OPS = {"exp", "log", "sin", "cos", "tanh", "expm1", "log1p", "log2", "tan",
               "sigmoid", "erf", "pow", "softmax", "log_softmax", "gelu", "gelu_backward",
-              "layer_norm"}
+              "layer_norm", "layer_norm_backward"}
 
 # sums over many products: the core's own conv2d rounds each of its kh*kw col2im
 # adds in float16, a kernel may accumulate in float32 and round once (as PyTorch's)
@@ -768,6 +768,19 @@ def _front(op: str) -> Callable[[str, Any], Any]:
             w = rc.tensor(values(dtype, "w", (6,)), dtype=dtype, device=device)
             b = rc.tensor(values(dtype, "b", (6,)), dtype=dtype, device=device)
             return rc.nn.functional.layer_norm(x, (6,), w, b), rc.nn.functional.layer_norm(x, (6,))
+        if op == "layer_norm_backward":
+            # with weight and bias; without; with weight alone, for .sum()'s broadcast g
+            f = rc.nn.functional
+            g = rc.tensor(values(dtype, "g", (4, 6)), dtype=dtype, device=device)
+            xs = [rc.tensor(a, dtype=dtype, device=device, requires_grad=True) for _ in range(3)]
+            w, b = (rc.tensor(values(dtype, s, (6,)), dtype=dtype, device=device,
+                              requires_grad=True) for s in ("w", "b"))
+            f.layer_norm(xs[0], (6,), w, b).backward(g)
+            f.layer_norm(xs[1], (6,)).backward(g)
+            dw, db = w.grad, b.grad
+            w.grad = None
+            f.layer_norm(xs[2], (6,), w).sum().backward()
+            return xs[0].grad, dw, db, xs[1].grad, xs[2].grad, w.grad
         if op == "max_pool2d_tiled":
             x4 = rc.tensor(values(dtype, op, (2, 3, 4, 6)), dtype=dtype, device=device)
             return rc.nn.functional.max_pool2d(x4, 2)
