@@ -229,6 +229,18 @@ def _enc_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
     return {**attrs, "program": {**prog, "steps": steps}}
 
 
+def rename_outputs(o: Any, rename: dict[int, int]) -> Any:
+    """A graph's outputs with value ids renamed (``rename``: old -> new)."""
+    if isinstance(o, dict):
+        if "view" in o:
+            return {"view": rename.get(o["view"], o["view"])}
+        if "seq" in o:
+            return {**o, "seq": [rename_outputs(x, rename) for x in o["seq"]]}
+        if "map" in o:
+            return {"map": [[k, rename_outputs(v, rename)] for k, v in o["map"]]}
+    return o
+
+
 def _refs(args: Any) -> Iterator[Ref]:
     for a in args:
         if isinstance(a, Ref):

@@ -23,7 +23,7 @@ from typing import Any, Iterable
 
 from ..dispatch import ops as OPS
 from ..dispatch.types import contiguous_strides
-from .graph import Graph, Node, Ref, _refs
+from .graph import Graph, Node, Ref, _refs, rename_outputs
 
 PURE_SKIP = {"uniform", "normal", "empty", "from_host", "to_host"}
 ELEMENTWISE = set(OPS.UNARY) | set(OPS.BINARY) | set(OPS.COMPARE) | {"where", "cast", "copy"}
@@ -188,7 +188,7 @@ def cse(g: Graph) -> Graph:
             seen[key] = [new for _, new in n.writes]
         out.append(n)
     g.nodes = out
-    g.outputs = _rename_outputs(g.outputs, rename)
+    g.outputs = rename_outputs(g.outputs, rename)
     return dead_code(g)
 
 
@@ -202,17 +202,6 @@ def _key(args: Any) -> Any:
         else:
             out.append((type(a).__name__, a if not hasattr(a, "name") else a.name))
     return tuple(out)
-
-
-def _rename_outputs(o: Any, rename: dict[int, int]) -> Any:
-    if isinstance(o, dict):
-        if "view" in o:
-            return {"view": rename.get(o["view"], o["view"])}
-        if "seq" in o:
-            return {**o, "seq": [_rename_outputs(x, rename) for x in o["seq"]]}
-        if "map" in o:
-            return {"map": [[k, _rename_outputs(v, rename)] for k, v in o["map"]]}
-    return o
 
 
 def fold_constants(g: Graph) -> Graph:

@@ -25,7 +25,7 @@ from typing import Any, Callable
 from .. import dtype as D
 from ..dispatch.types import contiguous_strides
 from ..tensor import Tensor
-from .graph import Graph, Node, Ref
+from .graph import Graph, Node, Ref, rename_outputs
 
 # kernels that write more than their first argument, and those that read what
 # they write (accumulate into out) -- the rest write arg 0 and don't read it
@@ -210,17 +210,6 @@ def _watch_slot(name: str) -> None:
     setattr(Tensor, name, property(fget, put))
 
 
-def _renamed(o: Any, rename: dict[int, int]) -> Any:
-    if isinstance(o, dict):
-        if "view" in o:
-            return {"view": rename.get(o["view"], o["view"])}
-        if "seq" in o:
-            return {**o, "seq": [_renamed(x, rename) for x in o["seq"]]}
-        if "map" in o:
-            return {"map": [[k, _renamed(v, rename)] for k, v in o["map"]]}
-    return o
-
-
 class _Tracer:
     def __init__(self, args: tuple[Any, ...], names: dict[int, str]) -> None:
         self.g = Graph()
@@ -347,7 +336,7 @@ class _Tracer:
             n.writes = [(rename.get(r, r), new) for r, new in n.writes]
             nodes.append(n)
         g.nodes = nodes
-        g.outputs = _renamed(g.outputs, rename)
+        g.outputs = rename_outputs(g.outputs, rename)
         self.view_nodes = {k: v for k, v in self.view_nodes.items() if v not in rename}
 
     def _region(self, h: Any) -> tuple[dict[str, Any], int]:

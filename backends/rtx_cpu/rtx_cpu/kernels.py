@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -421,6 +421,24 @@ def _ln_param(p: np.ndarray | None, cdt: np.dtype) -> np.ndarray | None:
     return p.astype(cdt)
 
 
+def _split(units: int, size: int, run: Callable[[int, int], None]) -> None:
+    """``run(lo, hi)`` over ``range(units)`` in contiguous runs, one a thread of
+    ``fused.threads()`` for inputs of ``_LN_PARALLEL_MIN`` elements or more (never
+    from one of the pool's own threads: it would wait on its own pool)."""
+    parts = min(fused.threads(), units) if size >= _LN_PARALLEL_MIN else 1
+    if parts <= 1 or threading.current_thread().name.startswith("rtx-cpu-fused"):
+        run(0, units)
+        return
+    step = -(-units // parts)
+    futures = [fused.pool().submit(run, lo, min(lo + step, units))
+               for lo in range(step, units, step)]
+    try:
+        run(0, step)
+    finally:
+        for f in futures:
+            f.result()
+
+
 def layer_norm(out: np.ndarray, mean: np.ndarray, rstd: np.ndarray, x: np.ndarray,
                weight: np.ndarray | None, bias: np.ndarray | None, eps: float) -> None:
     """out = (x - mean) * rstd (* weight + bias) per row of x (M, N); mean, rstd
@@ -452,20 +470,9 @@ def _ln_blocks(out: np.ndarray, mu: np.ndarray, r: np.ndarray, x: np.ndarray,
         rows -= rows % t
         wt = None if weight is None else np.tile(weight, (t, 1))
         bt = None if bias is None else np.tile(bias, (t, 1))
-    parts = min(fused.threads(), m) if m * n >= _LN_PARALLEL_MIN else 1
-    if parts > 1 and not threading.current_thread().name.startswith("rtx-cpu-fused"):
-        # (never from one of the pool's own threads: it would wait on its own pool)
-        step = -(-m // parts)  # rows a thread (its last block may be short)
-        pool = fused.pool()
-        futures = [pool.submit(_ln_range, out, mu, r, x, weight, bias, wt, bt, eps, lo,
-                               min(lo + step, m), rows) for lo in range(step, m, step)]
-        try:
-            _ln_range(out, mu, r, x, weight, bias, wt, bt, eps, 0, step, rows)
-        finally:
-            for f in futures:
-                f.result()
-    else:
-        _ln_range(out, mu, r, x, weight, bias, wt, bt, eps, 0, m, rows)
+    # rows split into contiguous runs, one a thread (a run's last block may be short)
+    _split(m, m * n, lambda lo, hi: _ln_range(out, mu, r, x, weight, bias, wt, bt, eps, lo,
+                                              hi, rows))
 
 
 # -- layer_norm_backward: the forward's blocks of whole rows (and its tiles of weight,
@@ -578,20 +585,9 @@ def layer_norm_backward(out: np.ndarray, g: np.ndarray, x: np.ndarray, mean: np.
     pw = np.empty((nb, n), cdt) if params else None
     pb = np.empty((nb, n), cdt) if params else None
     dx = out[:m]
-    parts = min(fused.threads(), nb) if m * n >= _LN_PARALLEL_MIN else 1
-    if parts > 1 and not threading.current_thread().name.startswith("rtx-cpu-fused"):
-        # (never from one of the pool's own threads: it would wait on its own pool)
-        step = -(-nb // parts)  # blocks a thread
-        pool = fused.pool()
-        futures = [pool.submit(_lnb_range, dx, pw, pb, g, x, mu, r, weight, wt, k,
-                               min(k + step, nb), rows) for k in range(step, nb, step)]
-        try:
-            _lnb_range(dx, pw, pb, g, x, mu, r, weight, wt, 0, step, rows)
-        finally:
-            for f in futures:
-                f.result()
-    else:
-        _lnb_range(dx, pw, pb, g, x, mu, r, weight, wt, 0, nb, rows)
+    # blocks split into contiguous runs, one a thread
+    _split(nb, m * n, lambda lo, hi: _lnb_range(dx, pw, pb, g, x, mu, r, weight, wt, lo, hi,
+                                                rows))
     if params:  # the blocks' sums, in block order
         for p, row in ((pw, out[m]), (pb, out[m + 1])):
             if row.dtype == cdt:
