@@ -273,3 +273,11 @@ def test_eager_fallback_messages_name_rtxcore():
         rc.compile(lambda x: x * float(x.sum()))(rc.ones(2))
     msgs = [str(x.message) for x in w]
     assert msgs and all("rtxcore" in m and "torch." not in m for m in msgs)
+
+
+def test_the_compiled_node_is_named_as_pytorch_names_it():
+    m = nn.Linear(3, 2)
+    cm = rc.compile(m)
+    cm(rc.ones(1, 3))
+    out = cm(rc.ones(1, 3))
+    assert out.grad_fn.name() == "CompiledFunctionBackward"

@@ -41,6 +41,7 @@ import warnings
 from collections import OrderedDict
 from typing import Any, Callable
 
+from ..autograd.function import Function
 from ..autograd.grad_mode import _state as _grad_state
 from ..nn.module import structure_version
 from ..tensor import Tensor
@@ -321,7 +322,8 @@ class _Backward:
 
     def call(self, entry: _Entry, args: tuple[Any, ...]) -> Any:
         ins = [args[x] if kind == "arg" else x for kind, x in self.diff]
-        return _CompiledCall.apply(entry, args, *ins)
+        flat = _CompiledCall.apply(entry, args, *ins)
+        return _unflatten(self.spec, flat if isinstance(flat, tuple) else (flat,))
 
     def run(self, args: tuple[Any, ...], saved: tuple[Tensor, ...],
             grads: list[Tensor]) -> tuple[Any, ...]:
@@ -491,51 +493,36 @@ def _trace_backward(traced: Any, tr: Any, result: Any, args: tuple[Any, ...],
     return _Backward(graph, saved, diff, flags, bind, spec), None
 
 
-def _compiled_call_class() -> Any:
-    from ..autograd.function import Function
+class _CompiledCall(Function):
+    """The autograd node of a replay whose outputs carry history (named, as
+    PyTorch names it, ``CompiledFunctionBackward``): its forward runs the
+    forward graph, its backward the backward graph."""
 
-    class CompiledFunction(Function):  # (the node is named CompiledFunctionBackward)
-        @staticmethod
-        def forward(ctx: Any, entry: _Entry, args: tuple[Any, ...], *ins: Tensor) -> Any:
-            out, grads, saved = entry.traced(*args)
-            for p, g in zip(entry.grads, grads):
-                p.grad = g
-            flat: list[Tensor] = []
-            _flatten(out, flat)
-            ctx.entry, ctx.call_args = entry, args
-            ctx.n_diff = len(ins)
-            ctx.save_for_backward(*saved)
-            bw = entry.backward
-            ctx.mark_non_differentiable(*(t for t, d in zip(flat, bw.flat) if not d))
-            return tuple(flat)
-
-        @staticmethod
-        def backward(ctx: Any, *grads: Any) -> Any:
-            from ..autograd.grad_mode import is_grad_enabled
-
-            if is_grad_enabled():
-                raise RuntimeError("rtxcore.compile: a compiled function's backward can't be "
-                                   "differentiated again (create_graph=True); run that "
-                                   "function eagerly for higher-order gradients")
-            bw = ctx.entry.backward
-            gs = [g for g, d in zip(grads, bw.flat) if d]
-            res = bw.run(ctx.call_args, ctx.saved_tensors, gs)
-            return (None, None, *res)
-
-    return CompiledFunction
-
-
-_CALL: Any = None
-
-
-class _CompiledCall:
     @staticmethod
-    def apply(entry: _Entry, args: tuple[Any, ...], *ins: Tensor) -> Any:
-        global _CALL
-        if _CALL is None:  # (autograd.Function is imported on first use)
-            _CALL = _compiled_call_class()
-        flat = _CALL.apply(entry, args, *ins)
-        return _unflatten(entry.backward.spec, flat if isinstance(flat, tuple) else (flat,))
+    def forward(ctx: Any, entry: _Entry, args: tuple[Any, ...], *ins: Tensor) -> Any:
+        out, grads, saved = entry.traced(*args)
+        for p, g in zip(entry.grads, grads):
+            p.grad = g
+        flat: list[Tensor] = []
+        _flatten(out, flat)
+        ctx.entry, ctx.call_args = entry, args
+        ctx.save_for_backward(*saved)
+        ctx.mark_non_differentiable(*(t for t, d in zip(flat, entry.backward.flat) if not d))
+        return tuple(flat)
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> Any:
+        if _grad_state.enabled:
+            raise RuntimeError("rtxcore.compile: a compiled function's backward can't be "
+                               "differentiated again (create_graph=True); run that "
+                               "function eagerly for higher-order gradients")
+        bw = ctx.entry.backward
+        gs = [g for g, d in zip(grads, bw.flat) if d]
+        return (None, None, *bw.run(ctx.call_args, ctx.saved_tensors, gs))
+
+
+_CompiledCall._backward_cls.__name__ = _CompiledCall._backward_cls.__qualname__ = \
+    "CompiledFunctionBackward"
 
 
 def _trace_with_optimizers(fn: Callable[..., Any], args: tuple[Any, ...],
