@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import threading
 import warnings
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from typing import Any, Callable
 
 from ..autograd.function import Function
@@ -147,7 +147,7 @@ class CompiledFunction:
         self._mods: list[Any] = []
         self._mods_version = -1
         self.traces = 0  # how many times it traced (a test's and a user's view of misses)
-        self.misses: list[str] = []
+        self.misses: deque[str] = deque(maxlen=32)  # why cached graphs were not used, latest last
 
     def __getattr__(self, name: str) -> Any:  # a compiled module still reads as the module
         if name.startswith("_"):
@@ -196,8 +196,8 @@ class CompiledFunction:
         if self.traces >= self.recompile_limit:
             self._gave_up = self._what_changed(key)
             _warn_once(f"{_name(self._fn)} was traced {self.traces} times (recompile_limit="
-                       f"{self.recompile_limit}); it runs eagerly from now on. The last trace "
-                       f"was for a new call because {self._gave_up}. Keep what changes out of "
+                       f"{self.recompile_limit}); it runs eagerly from now on. This call would "
+                       f"have traced again: {self._gave_up}. Keep what changes out of "
                        "the compiled function, pass it as a tensor, or raise recompile_limit.",
                        stacklevel=4)
             return fn(*args)
