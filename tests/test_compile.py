@@ -281,3 +281,38 @@ def test_the_compiled_node_is_named_as_pytorch_names_it():
     cm(rc.ones(1, 3))
     out = cm(rc.ones(1, 3))
     assert out.grad_fn.name() == "CompiledFunctionBackward"
+
+
+def test_a_grad_set_on_a_tensor_from_outside_is_set_by_each_replay():
+    """``p.grad = ...`` on tensors that are neither a module's nor an
+    optimizer's (clip_grad_norm_ over a list, a closure's leaves) is part of
+    what the call does: each replay sets it as eagerly."""
+    ps = [rc.randn(5, requires_grad=True) for _ in range(3)]
+
+    def clip(*gs):
+        for p, g in zip(ps, gs):
+            p.grad = g.clone()
+        return rc.nn.utils.clip_grad_norm_(ps, 1.0)
+
+    cf = rc.compile(clip)
+    for i in range(3):
+        gs = [rc.randn(5) * (i + 1) for _ in ps]
+        norm = cf(*gs)
+        want = [g.numpy() * min(1.0, 1.0 / (float(norm) + 1e-6)) for g in gs]
+        for p, w in zip(ps, want):
+            np.testing.assert_allclose(_np(p.grad), w, rtol=1e-5)
+    assert cf.traces == 1
+
+    w = rc.randn(4, requires_grad=True)  # a closure's leaf, backward inside
+
+    def step(x):
+        w.grad = None
+        loss = (x * w).sum()
+        loss.backward()
+        return loss.detach()
+
+    cs = rc.compile(step)
+    for _ in range(3):
+        x = rc.randn(4)
+        cs(x)
+        np.testing.assert_array_equal(_np(w.grad), _np(x))

@@ -106,7 +106,9 @@ class _Entry:
         self.requires = tuple(t.requires_grad for _, t in self.tensors)
         self.version = structure_version()
         self.optimizers = optimizers
-        self.grads = grads  # the parameters whose .grad the graph's second output sets
+        # the .grad each replay sets: (Meta, a graph value id: the graph's next
+        # gradient output | None | a tensor from outside, by reference)
+        self.grads = grads
         self.backward = backward  # outputs with autograd history: their backward graph
 
     def valid(self, module: Any) -> str | None:
@@ -258,7 +260,9 @@ class CompiledFunction:
         # is what the backward graph reads: no pass may drop, rename or reuse them
         g = traced.graph
         saved = backward.saved if backward is not None else []
-        g.outputs = {"seq": [g.outputs, {"seq": [{"view": v} for _, v in grads], "type": "list"},
+        in_graph = [(m, v) for m, v in grads if isinstance(v, int)]
+        g.outputs = {"seq": [g.outputs, {"seq": [{"view": v} for _, v in in_graph],
+                                         "type": "list"},
                              {"seq": [{"view": v} for v in saved], "type": "list"}],
                      "type": "tuple"}
         if self.optimize:
@@ -267,8 +271,7 @@ class CompiledFunction:
             traced.graph = optimize(g)
             if backward is not None:
                 backward.graph = optimize(backward.graph)
-        self._remember(key, _Entry(traced, self._module, optimizers, [p for p, _ in grads],
-                                   backward))
+        self._remember(key, _Entry(traced, self._module, optimizers, grads, backward))
         self._last_key = key
         return result
 
@@ -283,9 +286,16 @@ class CompiledFunction:
         if entry.backward is not None:
             return entry.backward.call(entry, args)
         out, grads, _ = entry.traced(*args)
-        for p, g in zip(entry.grads, grads):
-            p.grad = g
+        _set_grads(entry, grads)
         return out
+
+
+def _set_grads(entry: _Entry, outs: list[Tensor]) -> None:
+    """Each ``.grad`` the traced call set, set again: to the graph's gradient
+    outputs in order, to None, or to the tensor from outside it set."""
+    it = iter(outs)
+    for m, v in entry.grads:
+        m.grad = next(it) if isinstance(v, int) else v
 
 
 def _name(fn: Any) -> str:
@@ -501,8 +511,7 @@ class _CompiledCall(Function):
     @staticmethod
     def forward(ctx: Any, entry: _Entry, args: tuple[Any, ...], *ins: Tensor) -> Any:
         out, grads, saved = entry.traced(*args)
-        for p, g in zip(entry.grads, grads):
-            p.grad = g
+        _set_grads(entry, grads)
         flat: list[Tensor] = []
         _flatten(out, flat)
         ctx.entry, ctx.call_args = entry, args
@@ -560,26 +569,33 @@ def _needs_autograd(o: Any) -> bool:
 
 
 def _grad_outputs(tr: Any, optimizers: list[tuple[Any, Any]],
-                  module: Any) -> list[tuple[Tensor, int]]:
-    """Each parameter whose ``.grad`` the traced call set: the graph value it is."""
-    params: dict[int, Tensor] = {}
-    if module is not None:
-        for p in module.parameters():
-            params[id(p)] = p
-    for opt, _ in optimizers:
-        for g in opt.param_groups:
-            for p in g["params"]:
-                params[id(p)] = p
-    out = []
-    for p in params.values():
-        g = p.grad
-        if g is None:
-            continue
-        from ..ops.core import view_of
+                  module: Any) -> list[tuple[Any, Any]]:
+    """Each ``.grad`` the traced call left set, as (the tensor's autograd
+    ``Meta``, the graph value the gradient is, or None when the call left it
+    None): the module's and its optimizers' parameters, and any tensor whose
+    ``.grad`` the call assigned (a closure's leaf, ``p.grad = g.clone()``)."""
+    from ..ops.core import view_of
 
+    metas: dict[int, Any] = {}
+    params = list(module.parameters()) if module is not None else []
+    params += [p for opt, _ in optimizers for g in opt.param_groups for p in g["params"]]
+    for p in params:
+        if p._ag is not None:
+            metas.setdefault(id(p._ag), p._ag)
+    for m, _ in tr.grad_sets.values():
+        metas.setdefault(id(m), m)
+    out = []
+    for m in metas.values():
+        g = m.grad
+        if g is None:
+            if id(m) in tr.grad_sets:  # set to None by the call (zero_grad)
+                out.append((m, None))
+            continue
         h = view_of(g)
         if id(h) in tr.views and id(tr.views[id(h)][1]) in tr.bufs:
-            out.append((p, tr._region(h)[1]))
+            out.append((m, tr._region(h)[1]))
+        elif id(m) in tr.grad_sets:  # a tensor from outside the trace: by reference
+            out.append((m, g))
     return out
 
 

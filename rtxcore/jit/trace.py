@@ -137,6 +137,7 @@ def _install() -> None:
     _route_method(R.Generator, "take", "on_take")
     _watch_slot("_storage")
     _watch_slot("_h")
+    _watch_grads()
     for cls in [Optimizer, *_subclasses(Optimizer)]:
         if "step" in vars(cls):
             _route_method(cls, "step", "on_step")
@@ -210,6 +211,27 @@ def _watch_slot(name: str) -> None:
     setattr(Tensor, name, property(fget, put))
 
 
+def _watch_grads() -> None:
+    """While any thread traces, an assignment of a tensor's ``.grad`` (by the
+    user, ``zero_grad`` or the autograd engine: all set ``Meta.grad``) is shown
+    to the assigning thread's tracer: a replay must make the same assignment."""
+    from ..autograd.tape import Meta
+
+    desc = Meta.__dict__["grad"]
+    if isinstance(desc, property):
+        return
+    get, put = desc.__get__, desc.__set__
+
+    def fset(m: Any, value: Any) -> None:
+        tr = _tls.tracer
+        if tr is not None:
+            tr.grad_sets[id(m)] = (m, value)
+        put(m, value)
+
+    _patched.append((Meta, "grad", desc))
+    setattr(Meta, "grad", property(get, fset))
+
+
 class _Tracer:
     def __init__(self, args: tuple[Any, ...], names: dict[int, str]) -> None:
         self.g = Graph()
@@ -227,6 +249,7 @@ class _Tracer:
         self.problems: list[str] = []  # what the graph could not hold (besides host reads)
         self.rng: list[int] = []  # sizes taken from the default generator, not yet used
         self.step_hook: Callable[[Any], None] | None = None  # called as an optimizer steps
+        self.grad_sets: dict[int, tuple[Any, Any]] = {}  # id(Meta) -> (Meta, last .grad set)
         self.noted: set[int] = set()  # ids of the tensors noted (kept alive in keep)
         self.finished = False
         for i, a in enumerate(args):
