@@ -29,6 +29,11 @@ def runner(program: dict[str, Any], kernels: dict[str, Callable[..., None]]) -> 
     steps = program["steps"]
     if any(op not in kernels for op, _, _ in steps):
         return None
+    from . import cfused
+
+    compiled = cfused.runner(program, threads, pool, C_PARALLEL_MIN)
+    if compiled is not None:  # one C loop, where every step allows it
+        return compiled
     n = program["n"]
     reduce = program.get("reduce")
     if reduce not in (None, "rows", "all") or (reduce and steps[-1][0] != "sum"):
@@ -160,6 +165,7 @@ def runner(program: dict[str, Any], kernels: dict[str, Callable[..., None]]) -> 
 
 
 PARALLEL_MIN = 1 << 19  # elements: a smaller group runs on the calling thread alone
+C_PARALLEL_MIN = 1 << 20  # the same for a compiled group (its whole loop lets go of the GIL)
 _pool: Any = None
 
 
