@@ -25,6 +25,7 @@ never read from anywhere else.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import hashlib
 import math
@@ -217,6 +218,7 @@ def _build(src: str) -> Any:
         if cc is not None:
             if _dir is None:
                 _dir = tempfile.mkdtemp(prefix="rtx-cpu-fused-")
+                atexit.register(shutil.rmtree, _dir, True)  # (a loaded library stays mapped)
             c_path, so_path = os.path.join(_dir, key + ".c"), os.path.join(_dir, key + ".so")
             with open(c_path, "w") as f:
                 f.write(src)
