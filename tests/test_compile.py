@@ -316,3 +316,28 @@ def test_a_grad_set_on_a_tensor_from_outside_is_set_by_each_replay():
         x = rc.randn(4)
         cs(x)
         np.testing.assert_array_equal(_np(w.grad), _np(x))
+
+
+def test_gradients_accumulate_across_replays_as_eagerly():
+    """A compiled call running backward without zero_grad adds to .grad, as
+    eager does; a .grad cleared outside between calls is cleared for the replay."""
+    def run(compiled, zero_between):
+        rc.manual_seed(0)
+        m = nn.Linear(4, 2)
+
+        def f(x):
+            m(x).sum().backward()
+            return m.weight.grad.sum().detach()
+
+        g = rc.compile(f) if compiled else f
+        out = []
+        for i in range(4):
+            if zero_between and i == 2:
+                m.zero_grad()
+            g(rc.ones(3, 4) * (i + 1))
+            out.append(_np(m.weight.grad).copy())
+        return out
+
+    for zero_between in (False, True):
+        for a, b in zip(run(True, zero_between), run(False, zero_between)):
+            np.testing.assert_allclose(a, b, rtol=1e-6)

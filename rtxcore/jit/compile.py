@@ -106,6 +106,7 @@ class _Entry:
         self.requires = tuple(t.requires_grad for _, t in self.tensors)
         self.version = structure_version()
         self.optimizers = optimizers
+        self.grad_guards: list[Any] = []  # (Meta, what its .grad must be): _grad_guards
         # the .grad each replay sets: (Meta, a graph value id: the graph's next
         # gradient output | None | a tensor from outside, by reference)
         self.grads = grads
@@ -123,6 +124,9 @@ class _Entry:
         for opt, snap in self.optimizers:
             if _opt_snapshot(opt) != snap:
                 return f"{type(opt).__name__}'s hyperparameters or step state changed"
+        if self.grad_guards and not _grads_as_traced(self.grad_guards):
+            return "a .grad the graph reads or assigns is not as it was when traced " \
+                   "(set, cleared or replaced since)"
         return None
 
 
@@ -255,7 +259,7 @@ class CompiledFunction:
                 self._remember(key, None)
                 return result
         self.traces += 1
-        grads = _grad_outputs(tr, optimizers, self._module)
+        grads = _grad_outputs(tr)
         # the gradients are outputs too (a replay points .grad at them), and so
         # is what the backward graph reads: no pass may drop, rename or reuse them
         g = traced.graph
@@ -271,7 +275,9 @@ class CompiledFunction:
             traced.graph = optimize(g)
             if backward is not None:
                 backward.graph = optimize(backward.graph)
-        self._remember(key, _Entry(traced, self._module, optimizers, grads, backward))
+        entry = _Entry(traced, self._module, optimizers, grads, backward)
+        entry.grad_guards = _grad_guards(tr)
+        self._remember(key, entry)
         self._last_key = key
         return result
 
@@ -568,35 +574,49 @@ def _needs_autograd(o: Any) -> bool:
     return False
 
 
-def _grad_outputs(tr: Any, optimizers: list[tuple[Any, Any]],
-                  module: Any) -> list[tuple[Any, Any]]:
-    """Each ``.grad`` the traced call left set, as (the tensor's autograd
-    ``Meta``, the graph value the gradient is, or None when the call left it
-    None): the module's and its optimizers' parameters, and any tensor whose
-    ``.grad`` the call assigned (a closure's leaf, ``p.grad = g.clone()``)."""
+def _grad_outputs(tr: Any) -> list[tuple[Any, Any]]:
+    """Each ``.grad`` the traced call assigned (by ``p.grad = ...``,
+    ``zero_grad()`` or the autograd engine), as (the tensor's autograd ``Meta``,
+    the graph value holding the gradient; or None when the call left it None; or
+    the tensor itself when it is from outside the graph). A ``.grad`` the call
+    only wrote into (accumulated into in place) is the same tensor after a
+    replay: the graph writes its buffer."""
     from ..ops.core import view_of
 
-    metas: dict[int, Any] = {}
-    params = list(module.parameters()) if module is not None else []
-    params += [p for opt, _ in optimizers for g in opt.param_groups for p in g["params"]]
-    for p in params:
-        if p._ag is not None:
-            metas.setdefault(id(p._ag), p._ag)
+    out: list[tuple[Any, Any]] = []
     for m, _ in tr.grad_sets.values():
-        metas.setdefault(id(m), m)
-    out = []
-    for m in metas.values():
         g = m.grad
         if g is None:
-            if id(m) in tr.grad_sets:  # set to None by the call (zero_grad)
-                out.append((m, None))
+            out.append((m, None))
             continue
         h = view_of(g)
         if id(h) in tr.views and id(tr.views[id(h)][1]) in tr.bufs:
             out.append((m, tr._region(h)[1]))
-        elif id(m) in tr.grad_sets:  # a tensor from outside the trace: by reference
+        else:
             out.append((m, g))
     return out
+
+
+def _grad_guards(tr: Any) -> list[Any]:
+    """What a graph assumed of ``.grad`` attributes as the call began, checked
+    before each replay: a gradient the call read (accumulated into, zeroed in
+    place) is that same tensor, by reference (``(m, tensor)``); one the
+    autograd engine assigned because it was None is None again (``(m, None)``):
+    a backward into a ``.grad`` left set by the last call adds where the traced
+    one assigned. (A ``.grad`` the call itself assigns, ``p.grad = ...`` or
+    ``zero_grad()``, may be anything before.)"""
+    guards: list[Any] = []
+    for key, (m, before) in tr.grad_before.items():
+        if before is None:
+            if key in tr.grad_by_engine:
+                guards.append((m, None))
+        elif id(before._storage.buffer) in tr.bufs:  # read by the graph: by reference
+            guards.append((m, before))
+    return guards
+
+
+def _grads_as_traced(guards: list[Any]) -> bool:
+    return all(m.grad is want for m, want in guards)
 
 
 def compile(model: Any = None, *, fullgraph: bool = False, dynamic: Any = None,

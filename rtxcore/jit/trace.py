@@ -215,21 +215,41 @@ def _watch_grads() -> None:
     """While any thread traces, an assignment of a tensor's ``.grad`` (by the
     user, ``zero_grad`` or the autograd engine: all set ``Meta.grad``) is shown
     to the assigning thread's tracer: a replay must make the same assignment."""
+    from ..autograd import engine
     from ..autograd.tape import Meta
 
     desc = Meta.__dict__["grad"]
     if isinstance(desc, property):
         return
     get, put = desc.__get__, desc.__set__
+    store = engine._store.__code__  # the engine's: it assigns only where .grad is None
+
+    def first(tr: Any, m: Any) -> None:
+        # the .grad a Meta had as the trace first touched it, and whether that
+        # was the engine (which assigns where it finds None, else adds)
+        if id(m) not in tr.grad_before:
+            try:
+                tr.grad_before[id(m)] = (m, get(m))
+            except AttributeError:  # (a Meta being made: no .grad yet)
+                tr.grad_before[id(m)] = (m, None)
+            if sys._getframe(2).f_code is store:
+                tr.grad_by_engine.add(id(m))
+
+    def fget(m: Any) -> Any:
+        tr = _tls.tracer
+        if tr is not None:
+            first(tr, m)
+        return get(m)
 
     def fset(m: Any, value: Any) -> None:
         tr = _tls.tracer
         if tr is not None:
+            first(tr, m)
             tr.grad_sets[id(m)] = (m, value)
         put(m, value)
 
     _patched.append((Meta, "grad", desc))
-    setattr(Meta, "grad", property(get, fset))
+    setattr(Meta, "grad", property(fget, fset))
 
 
 class _Tracer:
@@ -250,6 +270,8 @@ class _Tracer:
         self.rng: list[int] = []  # sizes taken from the default generator, not yet used
         self.step_hook: Callable[[Any], None] | None = None  # called as an optimizer steps
         self.grad_sets: dict[int, tuple[Any, Any]] = {}  # id(Meta) -> (Meta, last .grad set)
+        self.grad_before: dict[int, Any] = {}  # id(Meta) -> (Meta, its .grad when first touched)
+        self.grad_by_engine: set[int] = set()  # ids of the Metas the engine touched first
         self.noted: set[int] = set()  # ids of the tensors noted (kept alive in keep)
         self.finished = False
         for i, a in enumerate(args):
@@ -511,8 +533,8 @@ def run_traced(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, 
                 _uninstall()
             raise
         _traces += 1
-    _tls.tracer = tr
     try:
+        _tls.tracer = tr
         result = fn(*args, **kwargs)
         tr.g.outputs = tr.output(result)
         tr.finish()

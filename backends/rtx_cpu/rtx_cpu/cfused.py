@@ -2,16 +2,19 @@
 
 The NumPy runner (``fused.py``) still makes one pass over memory per step of a
 group, block by block. A group of IEEE-exact steps -- ``+ - * /``, ``sqrt``,
-``abs``, negation, ``floor``, reciprocal, max/min, comparisons, ``where``,
-logic and float casts -- computes the same bits as one loop in C doing every
-step per element (no fast-math, no contraction into fused multiply-adds, the
-step's own float type), so such a group is compiled once per program into a
+``abs``, negation, ``floor``, reciprocal, comparisons, ``where``, logic and
+float casts -- computes the same values as one loop in C doing every step per
+element (no fast-math, no contraction into fused multiply-adds, the step's own
+float type; only a NaN's sign and payload may differ, as C may compute
+``-0.0 - x`` as ``-x``), so such a group is compiled once per program into a
 small shared library and called through ctypes, which lets go of the GIL: its
-blocks run on the backend's threads in parallel. An optimizer's update, an
-activation with its bias, a ReLU's backward become one pass.
+blocks run on the backend's threads in parallel. An optimizer's update, a
+ReLU's backward become one pass.
 
 Everything else -- transcendental steps (NumPy's SIMD ``exp``/``tanh`` are not
-libm's), integer dtypes, groups ending in a sum, groups under ``C_MIN``
+libm's), ``maximum``/``minimum`` (which zero NumPy returns for ``+0``/``-0``
+depends on its loop), NaN constants, integer dtypes, groups ending in a sum,
+groups under ``C_MIN``
 elements, a machine without a compiler, a compile that fails -- stays with the
 NumPy runner. ``RTX_CPU_CC=0`` turns this off; ``RTX_CPU_CC=gcc`` (a command)
 picks the compiler (default: ``cc``).
@@ -46,11 +49,10 @@ FLAGS = ["-O3", "-march=native", "-fPIC", "-shared", "-ffp-contract=off", "-fno-
 
 _C_TYPE = {"float32": "float", "float64": "double", "bool": "unsigned char"}
 _NP_TYPE = {"float32": np.float32, "float64": np.float64, "bool": np.bool_}
+# (not maximum/minimum: which of +0 and -0 NumPy returns for equal operands
+# depends on its loop -- SIMD or scalar, an array or a scalar operand)
 _BINARY = {"add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})",
-           "div": "({a} / {b})",
-           # NumPy's: the first operand when it is >= (<=) the second or NaN
-           "maximum": "(({a} >= {b} || {a} != {a}) ? {a} : {b})",
-           "minimum": "(({a} <= {b} || {a} != {a}) ? {a} : {b})"}
+           "div": "({a} / {b})"}
 _COMPARE = {"gt": ">", "ge": ">=", "lt": "<", "le": "<=", "eq": "==", "ne": "!="}
 _LOGIC = {"logical_and": "&&", "logical_or": "||"}
 _UNARY = {"neg": "(-{a})", "sqrt": "sqrt{f}({a})", "abs": "fabs{f}({a})",
@@ -67,15 +69,38 @@ def _compiler() -> str | None:
 
 
 def eligible(program: dict[str, Any]) -> bool:
-    """Whether ``program`` compiles to a C loop with NumPy's bits."""
+    """Whether ``program`` compiles to a C loop with NumPy's values."""
     if program.get("reduce") or program["n"] < C_MIN:
+        return False
+    cols = program.get("cols", 0)
+    if cols and (type(cols) is not int or cols < 1 or program["n"] % cols):
+        return False
+    if any(type(k) is not int or not 0 <= k < len(program["steps"]) for k in program["outputs"]):
         return False
     if any(dt not in _C_TYPE for dt in program["inputs"]):
         return False
+    n_in = len(program["inputs"])
+    seen_kind: dict[int, str] = {}
     dtypes: list[str] = []
     for op, dt, operands in program["steps"]:
         if op not in OPS or dt not in _C_TYPE:
             return False
+        for kind, v in operands:
+            if kind == "const":
+                # (a NaN constant's sign and payload would not survive as C's NAN)
+                if not isinstance(v, (bool, int, float)) or v != v:
+                    return False
+            elif kind == "step":
+                if type(v) is not int or not 0 <= v < len(dtypes):
+                    return False
+            elif kind in ("in", "scalar", "row", "col"):
+                # each input read one way: the checked size is the one the loop reads
+                if type(v) is not int or not 0 <= v < n_in or seen_kind.setdefault(v, kind) != kind:
+                    return False
+                if kind in ("row", "col") and not program.get("cols"):
+                    return False
+            else:
+                return False
         kinds = [_operand_dtype(program, dtypes, kind, v) for kind, v in operands]
         if op in _BINARY or op in _UNARY and op != "cast":
             # the core promotes first: every tensor operand has the step's dtype
@@ -271,7 +296,8 @@ def runner(program: dict[str, Any], threads: Callable[[], int], pool: Callable[[
         # the loop trusts sizes and types: a mismatch is an error here, not a read
         # outside an array
         for a, size, dt in zip(arrays, sizes[which], dts[which]):
-            if a.size != size or a.dtype != dt or not a.flags.c_contiguous:
+            if a.size != size or a.dtype != dt or not a.flags.c_contiguous or \
+                    (which == 0 and not a.flags.writeable):
                 raise ValueError(f"fused group: an operand of {a.size} {a.dtype} elements "
                                  f"where the program takes {size} {dt}")
         if len(arrays) != len(sizes[which]):
@@ -287,9 +313,10 @@ def runner(program: dict[str, Any], threads: Callable[[], int], pool: Callable[[
             fn(o, i, 0, total)
             return
         step = -(-total // parts)
-        futures = [pool().submit(fn, o, i, lo, min(lo + step, total))
-                   for lo in range(step, total, step)]
-        try:
+        futures = []
+        try:  # (every piece handed out is waited for, whatever fails: it writes
+            for lo in range(step, total, step):  # through raw pointers)
+                futures.append(pool().submit(fn, o, i, lo, min(lo + step, total)))
             fn(o, i, 0, min(step, total))
         finally:
             for f in futures:
