@@ -148,18 +148,25 @@ def test_layer_norm_in_blocks_other_dtypes(small_ln_blocks, x_dt, out_dt):
         np.testing.assert_allclose(g, e, rtol=tol, atol=tol * np.abs(e).max())
 
 
-def test_layer_norm_gives_the_same_bits_on_any_thread_count(small_ln_blocks, monkeypatch):
+@pytest.fixture
+def submitted(monkeypatch):
+    """The (first, end) of each run of rows or blocks handed to rtx_cpu's pool."""
     from rtx_cpu import fused
 
-    submitted = []
+    runs = []
     real_pool = fused.pool
 
     class Spy:
         def submit(self, *a, **k):
-            submitted.append(a[1:])  # (lo, hi) of rows
+            runs.append(a[1:])
             return real_pool().submit(*a, **k)
 
     monkeypatch.setattr(fused, "pool", lambda: Spy())
+    return runs
+
+
+def test_layer_norm_gives_the_same_bits_on_any_thread_count(small_ln_blocks, submitted,
+                                                           monkeypatch):
     rng = np.random.default_rng(5)
     cases = [((203, 96), np.float32), ((9, 9000), np.float64)]  # rows of a block each, wide
     args = [(rng.standard_normal(s).astype(dt), rng.standard_normal(s[1]).astype(dt),
@@ -330,18 +337,7 @@ def test_layer_norm_backward_takes_a_strided_g(small_ln_blocks):
 
 
 def test_layer_norm_backward_gives_the_same_bits_on_any_thread_count(small_ln_blocks,
-                                                                    monkeypatch):
-    from rtx_cpu import fused
-
-    submitted = []
-    real_pool = fused.pool
-
-    class Spy:
-        def submit(self, *a, **k):
-            submitted.append(a[1:])  # (first block, end block)
-            return real_pool().submit(*a, **k)
-
-    monkeypatch.setattr(fused, "pool", lambda: Spy())
+                                                                    submitted):
     rng = np.random.default_rng(11)
     cases = [((203, 96), np.float32), ((9, 9000), np.float64), ((77, 96), np.float16)]
     args = []

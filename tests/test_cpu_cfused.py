@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from rtx_cpu import cfused
 from rtx_cpu import fused as CF
 from rtx_cpu.kernels import KERNELS
+from rtxcore.dispatch.types import input_kinds
 
 pytestmark = pytest.mark.skipif(cfused._compiler() is None, reason="no C compiler")
 
@@ -92,7 +93,7 @@ def programs(draw):
 
 
 def _arrays(prog, kinds, seed):
-    kinds = cfused._input_kinds(prog)  # (an input no step reads is read whole)
+    kinds = input_kinds(prog)  # (an input no step reads is read whole)
     rng = np.random.default_rng(seed)
     n, cols = prog["n"], prog.get("cols", 0)
     size = {"in": n, "scalar": 1, "row": cols, "col": n // cols if cols else 0}
@@ -128,7 +129,7 @@ def test_a_compiled_group_computes_numpys_bits(monkeypatch, pk, seed, in_place):
             if prog["steps"][k0][0] in ("where", "copy", "cast"):
                 late |= {v for kind, v in prog["steps"][k0][2] if kind == "in"}
             j = next((i for i, (d, k) in enumerate(zip(prog["inputs"],
-                                                       cfused._input_kinds(prog)))
+                                                       input_kinds(prog)))
                       if k == "in" and np.dtype(d) == outs[0].dtype and i not in late), None)
             if j is not None:
                 outs[0] = ins[j]

@@ -259,3 +259,31 @@ class Backend:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
+
+
+# -- fused programs (``Backend.fuse``): how each one reads its inputs and writes
+
+def input_kinds(prog: dict[str, Any]) -> list[str]:
+    """How a fused program reads each input: "in", "scalar", "row" or "col"."""
+    kinds = ["in"] * len(prog["inputs"])
+    for _, _, operands in prog["steps"]:
+        for kind, v in operands:
+            if kind in ("scalar", "row", "col"):
+                kinds[v] = kind
+    return kinds
+
+
+def input_sizes(prog: dict[str, Any]) -> list[int]:
+    """The element count of each input of a fused program: ``n`` for "in", 1 for
+    "scalar", the row length ``cols`` for "row", the row count for "col"."""
+    n, cols = prog["n"], prog.get("cols", 0)
+    size = {"in": n, "scalar": 1, "row": cols, "col": n // cols if cols else 0}
+    return [size[k] for k in input_kinds(prog)]
+
+
+def output_sizes(prog: dict[str, Any]) -> list[int]:
+    """The element count of each output of a fused program: ``n``, but for the
+    sum ending a reducing program: one per row (``"rows"``) or one (``"all"``)."""
+    n, last = prog["n"], len(prog["steps"]) - 1
+    red = {"rows": n // prog["cols"] if prog.get("cols") else n, "all": 1}.get(prog.get("reduce"))
+    return [red if red is not None and k == last else n for k in prog["outputs"]]

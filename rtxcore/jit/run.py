@@ -6,7 +6,7 @@ from typing import Any
 
 from .. import dtype as D
 from ..device import Device
-from ..dispatch.types import contiguous_strides
+from ..dispatch.types import contiguous_strides, input_kinds, input_sizes, output_sizes  # noqa: F401
 from ..autograd.grad_mode import no_grad
 from ..dispatch.ops import COMPOSITES
 from ..ops.core import as_view, cstrides, empty, from_host, kernel, own_kernel, ready_device, view_of
@@ -174,32 +174,6 @@ def _run_fused(n: Any, env: dict[int, Tensor], dev: Device) -> None:
         fn([view_of(t) for t in outs], [view_of(t) for t in ins])
         return
     run_steps(prog, outs, ins, dev)
-
-
-def input_kinds(prog: dict[str, Any]) -> list[str]:
-    """How a fused program reads each input: "in", "scalar", "row" or "col"."""
-    kinds = ["in"] * len(prog["inputs"])
-    for _, _, operands in prog["steps"]:
-        for kind, v in operands:
-            if kind in ("scalar", "row", "col"):
-                kinds[v] = kind
-    return kinds
-
-
-def input_sizes(prog: dict[str, Any]) -> list[int]:
-    """The element count of each input of a fused program: ``n`` for "in", 1 for
-    "scalar", the row length ``cols`` for "row", the row count for "col"."""
-    n, cols = prog["n"], prog.get("cols", 0)
-    size = {"in": n, "scalar": 1, "row": cols, "col": n // cols if cols else 0}
-    return [size[k] for k in input_kinds(prog)]
-
-
-def output_sizes(prog: dict[str, Any]) -> list[int]:
-    """The element count of each output of a fused program: ``n``, but for the
-    sum ending a reducing program: one per row (``"rows"``) or one (``"all"``)."""
-    n, last = prog["n"], len(prog["steps"]) - 1
-    red = {"rows": n // prog["cols"] if prog.get("cols") else n, "all": 1}.get(prog.get("reduce"))
-    return [red if red is not None and k == last else n for k in prog["outputs"]]
 
 
 def run_steps(prog: dict[str, Any], outs: list[Tensor], ins: list[Tensor], dev: Device) -> None:

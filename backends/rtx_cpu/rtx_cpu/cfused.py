@@ -41,6 +41,7 @@ import warnings
 from typing import Any, Callable
 
 import numpy as np
+from rtxcore.dispatch.types import input_kinds, input_sizes, output_sizes
 
 C_MIN = 1 << 15  # elements: smaller groups stay with NumPy (a call costs ~10 us)
 # (compiled on the machine that runs it, for its own vector instructions)
@@ -149,11 +150,9 @@ def source(program: dict[str, Any]) -> str:
     """The C source of ``program``: ``run(outs, ins, lo, hi)`` over elements
     (rows, with row/column operands) ``lo`` to ``hi``."""
     n, cols = program["n"], program.get("cols", 0)
-    kinds: dict[int, str] = {}
-    for _, _, operands in program["steps"]:
-        for kind, v in operands:
-            if kind in ("in", "scalar", "row", "col"):
-                kinds[int(v)] = kind
+    read = {int(v) for _, _, operands in program["steps"] for kind, v in operands
+            if kind in ("in", "scalar", "row", "col")}
+    kinds = {v: k for v, k in enumerate(input_kinds(program)) if v in read}
     index = {"in": "i", "scalar": "0", "row": "c", "col": "r"}
     dtypes: list[str] = []
     body: list[str] = []
@@ -264,15 +263,6 @@ def _build(src: str) -> Any:
         return fn
 
 
-def _input_kinds(program: dict[str, Any]) -> list[str]:
-    kinds = ["in"] * len(program["inputs"])
-    for _, _, operands in program["steps"]:
-        for kind, v in operands:
-            if kind in ("scalar", "row", "col"):
-                kinds[v] = kind
-    return kinds
-
-
 def runner(program: dict[str, Any], threads: Callable[[], int], pool: Callable[[], Any],
            parallel_min: int) -> Callable[..., None] | None:
     """A runner ``(outs, ins)`` of ``program`` as compiled C, or None (NumPy's)."""
@@ -287,8 +277,7 @@ def runner(program: dict[str, Any], threads: Callable[[], int], pool: Callable[[
     in_t, out_t = ctypes.c_void_p * max(1, n_in), ctypes.c_void_p * max(1, n_out)
     unit = max(1, 4096 // cols) if cols else 4096  # a thread's share: whole units of these
 
-    sizes = [n] * n_out, [{"in": n, "scalar": 1, "row": cols, "col": n // cols if cols else 0}[k]
-                          for k in _input_kinds(program)]
+    sizes = output_sizes(program), input_sizes(program)
     dts = ([np.dtype(_NP_TYPE[program["steps"][int(k)][1]]) for k in program["outputs"]],
            [np.dtype(_NP_TYPE[d]) for d in program["inputs"]])
 
