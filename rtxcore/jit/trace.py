@@ -23,6 +23,7 @@ import threading
 from typing import Any, Callable
 
 from .. import dtype as D
+from .._tracing import _tls, is_tracing  # noqa: F401  (is_tracing: rtxcore.jit.trace.is_tracing)
 from ..dispatch.types import contiguous_strides
 from ..tensor import Tensor
 from .graph import Graph, Node, Ref, rename_outputs
@@ -47,19 +48,6 @@ def _in_check(f: Any, depth: int = 6) -> bool:
 class TraceError(RuntimeError):
     """The traced function did something a graph can't hold (a host read of a
     tensor's value, an unknown kernel argument)."""
-
-
-class _Local(threading.local):
-    tracer: "_Tracer | None" = None  # this thread's trace, if it is tracing
-
-
-_tls = _Local()
-
-
-def is_tracing() -> bool:
-    """Whether the calling thread is being traced (by ``rtxcore.jit.trace``, or
-    by the first call of a function ``rtxcore.compile`` made)."""
-    return _tls.tracer is not None
 
 
 # -- routing: installed while any thread traces -------------------------------------

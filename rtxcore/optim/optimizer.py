@@ -383,7 +383,7 @@ class Optimizer:
 
 
 def _tracing() -> bool:
-    from ..jit.trace import is_tracing
+    from .._tracing import is_tracing
 
     return is_tracing()
 
