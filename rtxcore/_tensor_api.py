@@ -153,14 +153,11 @@ def data_ptr(x: Tensor) -> int:
 def _cuda_device(device: Any, fn: str) -> Any:
     """A ready ``cuda`` device from an int, a string or a Device, or a RuntimeError
     saying why CUDA can't be used."""
-    from .device import Device
+    from .device import Device, current_index
     from .dispatch.registry import registry
 
-    if device is None:
-        from . import cuda
-
-        index = cuda.current_device() if cuda.is_available() else 0
-        spec = f"cuda:{index}"
+    if device is None:  # the current cuda device (rtxcore.cuda.set_device), else 0
+        spec = f"cuda:{current_index.get('cuda', 0)}"
     elif isinstance(device, (str, Device)):
         spec = device
     else:

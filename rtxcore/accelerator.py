@@ -17,7 +17,7 @@ from typing import Any
 __all__ = ["current_accelerator", "current_device_index", "device_count", "is_available",
            "set_device_index", "synchronize"]
 
-_current: dict[str, int] = {}  # device type -> current index
+from .device import current_index as _current  # device type -> current index
 
 
 def _usable(name: str) -> int:

@@ -194,6 +194,9 @@ def _reset_devices() -> None:
 _listeners.append(_reset_devices)
 
 _tls = threading.local()
+current_index: dict[str, int] = {}
+# ^ device type -> its current index (``rtxcore.cuda.set_device``,
+#   ``rtxcore.accelerator.set_device_index``); read by ``Tensor.cuda()``
 _global_default: list[Device | None] = [None]
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._tensor_api import make_types
-from ..accelerator import _current
+from ..device import current_index as _current
 
 __all__ = ["amp", "current_device", "device", "device_count", "empty_cache", "get_device_name",
            "get_device_properties", "is_available", "is_bf16_supported", "manual_seed",
