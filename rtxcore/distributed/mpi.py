@@ -14,11 +14,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .backend import CommBackend, Communicator
-
-# environment variables MPI launchers set in the processes they start
-_LAUNCHER_VARS = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE",
-                  "MPI_LOCALNRANKS", "HYDI_CONTROL_FD")
+from ..dispatch.comm import (CommBackend, CommBackendUnavailable, Communicator,
+                             started_by_mpi_launcher)
 
 _INSTALL = "pip install 'rtxcore[mpi]'   (mpi4py and the mpich wheel, which brings mpiexec)"
 
@@ -241,13 +238,11 @@ class MPIBackend(CommBackend):
 
     @classmethod
     def launched(cls) -> bool:
-        return any(v in os.environ for v in _LAUNCHER_VARS)
+        return started_by_mpi_launcher()
 
     def world(self, timeout: float) -> Communicator:
         reason = self.unavailable_reason()
         if reason is not None:
-            from .backend import CommBackendUnavailable
-
             raise CommBackendUnavailable(f"the mpi backend can't run: {reason}")
         MPI = _mpi()
         return MPICommunicator(MPI.COMM_WORLD)

@@ -21,6 +21,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .collectives import all_gather_into_tensor
+from .groups import _group, _root
+from .objects import gather_object
+
 __all__ = ["ZeroRedundancyOptimizer"]
 
 
@@ -28,8 +32,6 @@ class ZeroRedundancyOptimizer:
     def __init__(self, params: Any, optimizer_class: type, process_group: Any = None,
                  parameters_as_bucket_view: bool = False, overlap_with_ddp: bool = False,
                  **defaults: Any) -> None:
-        from . import _group
-
         if overlap_with_ddp:
             raise ValueError("ZeroRedundancyOptimizer(overlap_with_ddp=True) is not supported: "
                              "step after backward instead")
@@ -89,7 +91,6 @@ class ZeroRedundancyOptimizer:
 
     def _sync_params(self) -> None:
         from .. import empty, no_grad
-        from . import all_gather_into_tensor
 
         n = self._pg.size()
         if n == 1:
@@ -125,8 +126,6 @@ class ZeroRedundancyOptimizer:
     def consolidate_state_dict(self, to: int = 0) -> None:
         """Gather every rank's share of the state on rank ``to`` (every rank calls
         this); ``state_dict()`` there then returns the whole of it."""
-        from . import _root, gather_object
-
         local = self._local_index()
         back = {k: g for g, k in local.items()}
         sd = self.optim.state_dict() if self.optim is not None else {"state": {}, "param_groups": []}

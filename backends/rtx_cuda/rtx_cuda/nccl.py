@@ -7,10 +7,15 @@ devices' staged through the host) go over MPI on the same ranks, as PyTorch
 pairs gloo with nccl. Each process drives one GPU: its rank among the
 processes of its node, modulo the GPUs it sees (unless a device other than 0
 was made current first).
-The NCCL unique id is made on rank 0 and sent to the others over MPI (mpi4py),
-so jobs are started by an MPI launcher as with the ``mpi`` backend. NCCL has
-no gather/scatter/all-to-all of its own: those are built from grouped
-send/recv, as PyTorch does.
+The NCCL unique id is made on rank 0 and sent to the others over MPI, so jobs
+are started by an MPI launcher as with the ``mpi`` backend. NCCL has no
+gather/scatter/all-to-all of its own: those are built from grouped send/recv,
+as PyTorch does.
+
+It sees rtxcore only through the contract (``rtxcore.dispatch.comm``): it runs
+beside ``mpi`` (``host_backend``), whose world communicator the core opens and
+passes to ``world(timeout, host=...)``; host arrays, new groups, the exchange
+of the unique id (``broadcast_bytes``) and aborts go over that communicator.
 
 Importing this module never touches CuPy or a GPU; ``unavailable_reason()``
 says what is missing.
@@ -22,8 +27,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from rtxcore.distributed.backend import CommBackend, Communicator
-from rtxcore.distributed.mpi import MPICommunicator
+from rtxcore.dispatch.comm import (CommBackend, CommBackendUnavailable, Communicator,
+                                   broadcast_bytes, started_by_mpi_launcher)
 
 
 def _nccl() -> Any:
@@ -51,13 +56,12 @@ class _Event:
 
 
 class NCCLCommunicator(Communicator):
-    def __init__(self, comm: Any, rank: int, size: int, mpi_comm: Any) -> None:
+    def __init__(self, comm: Any, host: Communicator) -> None:
         nccl = _nccl()
-        self.host = MPICommunicator(mpi_comm)  # host arrays: MPI on the same ranks
+        self.host = host  # host arrays: MPI on the same ranks
         self.comm = comm
-        self.rank = rank
-        self.size = size
-        self.mpi = mpi_comm
+        self.rank = host.rank
+        self.size = host.size
         self._ops = {"sum": nccl.NCCL_SUM, "product": nccl.NCCL_PROD, "max": nccl.NCCL_MAX,
                      "min": nccl.NCCL_MIN}
         self._types = {"float16": nccl.NCCL_FLOAT16, "float32": nccl.NCCL_FLOAT32,
@@ -193,45 +197,35 @@ class NCCLCommunicator(Communicator):
         return done if async_ else src
 
     def split(self, ranks: Sequence[int]) -> "NCCLCommunicator | None":
-        from mpi4py import MPI
-
-        ranks = list(ranks)
-        member = self.rank in ranks
-        sub = self.mpi.Split(0 if member else MPI.UNDEFINED, ranks.index(self.rank) if member else 0)
-        return _make(sub) if member else None  # (on the device this process already uses)
+        sub = self.host.split(ranks)
+        return _make(sub) if sub is not None else None  # (on the device this process already uses)
 
     def exchange_small(self, data: bytes) -> list[bytes]:
         return self.host.exchange_small(data)
 
     def threads_ok(self) -> bool:
-        return self.host.threads_ok()
+        ok = getattr(self.host, "threads_ok", None)
+        return bool(ok is not None and ok())
 
     def abort(self, code: int) -> None:
         try:
             self.comm.abort()
         finally:
-            from mpi4py import MPI
-
-            MPI.COMM_WORLD.Abort(code)
+            self.host.abort(code)  # (mpi: MPI_Abort on the world)
 
     def free(self) -> None:
         self.comm.destroy()
         self.host.free()
 
 
-def _make(mpi_comm: Any) -> NCCLCommunicator:
-    import cupy
-
+def _make(host: Communicator) -> NCCLCommunicator:
+    """An NCCL communicator over the ranks of ``host`` (their MPI communicator):
+    rank 0 makes the unique id, ``host`` carries it to the others."""
     nccl = _nccl()
-    rank, size = mpi_comm.Get_rank(), mpi_comm.Get_size()
-    import numpy as np
-
-    uid = np.zeros(128, np.int64)  # NCCL's unique id: 128 bytes, as ints from CuPy
-    if rank == 0:
-        uid[:] = nccl.get_unique_id()
-    mpi_comm.Bcast(uid, root=0)
-    uid = tuple(int(v) for v in uid)
-    return NCCLCommunicator(nccl.NcclCommunicator(size, uid, rank), rank, size, mpi_comm)
+    # NCCL's unique id: 128 bytes, as ints from CuPy (sent as 128 int64)
+    uid = np.array(nccl.get_unique_id(), np.int64).tobytes() if host.rank == 0 else None
+    uid = tuple(int(v) for v in np.frombuffer(broadcast_bytes(host, uid, 0), np.int64))
+    return NCCLCommunicator(nccl.NcclCommunicator(host.size, uid, host.rank), host)
 
 
 class NCCLBackend(CommBackend):
@@ -241,6 +235,7 @@ class NCCLBackend(CommBackend):
     native_devices = frozenset({"cuda", "cpu"})
     host_staging = True
     priority = 20
+    host_backend = "mpi"  # host arrays and the unique id's exchange go over MPI
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
@@ -264,11 +259,14 @@ class NCCLBackend(CommBackend):
 
     @classmethod
     def launched(cls) -> bool:
-        from rtxcore.distributed.mpi import MPIBackend
+        return started_by_mpi_launcher()  # started by an MPI launcher, as mpi's jobs are
 
-        return MPIBackend.launched()  # started by an MPI launcher, as mpi's jobs are
-
-    def world(self, timeout: float) -> Communicator:
+    def world(self, timeout: float, host: Communicator | None = None) -> Communicator:
+        """``host``: the mpi backend's world communicator (the core opens it)."""
+        if host is None:
+            raise CommBackendUnavailable("the nccl backend runs beside mpi: world() needs the "
+                                         "mpi world communicator as host= (init_process_group"
+                                         "('nccl') passes it)")
         import cupy
         from mpi4py import MPI
 
@@ -279,4 +277,4 @@ class NCCLBackend(CommBackend):
             local = node.Get_rank()
             node.Free()
             cupy.cuda.Device(local % count).use()
-        return _make(MPI.COMM_WORLD)
+        return _make(host)

@@ -1,4 +1,4 @@
-"""Faults end the whole job, never a hang.
+"""Faults end the whole job, never a hang: the exception and exit hooks, and the watchdog.
 
 MPI alone leaves the other ranks blocked in a collective when one rank raises
 or calls ``sys.exit(3)``: mpi4py finalises MPI at exit and nobody aborts. Once
