@@ -102,7 +102,7 @@ class Device:
     def _checked_reads(self, table: dict[str, Any]) -> dict[str, Any]:
         """``table`` with ``to_host`` raising a pending index check's error first
         (``rtxcore.ops.checks``: the host waits for the device there anyway)."""
-        from .ops.checks import raise_pending
+        from ._native import raise_pending
 
         raw = self._raw_to_host = table["to_host"]
 

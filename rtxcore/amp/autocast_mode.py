@@ -13,10 +13,10 @@ that device type choose their compute dtype:
 
 float64 tensors are never cast, as in PyTorch. Op front-ends ask
 ``autocast_inputs(kind, *args)`` for their arguments only while some thread is
-inside an autocast region: the check they make first, ``regions[0]``, is one
-list read (cheaper than a thread-local), so ops cost nothing measurable outside
-autocast. The state itself is per thread; contexts nest, and ``enabled=False``
-turns autocast off inside an enabled region.
+inside an autocast region; that state and the cast policy live in the core
+(rtxcore/_autocast.py), which the front-ends read without importing this
+namespace. The state is per thread; contexts nest, and ``enabled=False`` turns
+autocast off inside an enabled region.
 
 Casts are ordinary recorded ``to`` ops, so gradients flow back to float32
 parameters in float32. Within a region the float16 copy of a leaf tensor that
@@ -27,97 +27,16 @@ dropped when the outermost region ends or the parameter is written in place.
 from __future__ import annotations
 
 import functools
-import threading
 import warnings
 from typing import Any, Callable
 
 from .. import dtype as D
+from .._autocast import (FP32_KINDS, LOW_KINDS, _state, autocast_inputs,  # noqa: F401
+                         enter_region, exit_region, regions)
 from ..dispatch.types import DType
 
 __all__ = ["autocast", "autocast_inputs", "get_autocast_dtype", "is_autocast_available",
            "is_autocast_enabled"]
-
-
-class _State(threading.local):
-    # device type -> low dtype for the device types autocast is on for; None when
-    # it is on for none (the one attribute op front-ends read)
-    active: dict[str, DType] | None = None
-    cache_enabled = True
-    depth = 0  # nesting of autocast regions (enabled or not)
-    cache: dict[tuple[int, bool], tuple[Any, int, Any]] | None = None
-
-
-_state = _State()
-# how many autocast regions are open, in all threads: front-ends call
-# autocast_inputs only when this is nonzero
-regions = [0]
-_regions_lock = threading.Lock()
-
-# what each kind of op computes in: "low" (the autocast dtype) or "fp32"
-LOW_KINDS = frozenset({"matmul", "mm", "bmm", "mv", "linear", "addmm", "baddbmm", "conv1d",
-                       "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
-                       "conv_transpose3d", "scaled_dot_product_attention"})
-FP32_KINDS = frozenset({"softmax", "log_softmax", "softmin", "layer_norm", "group_norm",
-                        "batch_norm", "loss", "sum", "prod", "mean", "cumsum", "cumprod", "norm",
-                        "logsumexp"})
-
-_to: Callable[..., Any] | None = None  # ops.creation.to, bound on first cast
-
-
-def autocast_inputs(kind: str, *args: Any) -> tuple[Any, ...]:
-    """``args`` as an op of ``kind`` computes them under the current autocast
-    state: floating tensors on a device type autocast is on for cast to the low
-    dtype (``kind`` in ``LOW_KINDS``) or float16 ones up to float32 (``kind`` in
-    ``FP32_KINDS``); everything else as given. Front-ends call it only when
-    ``regions[0]`` is nonzero."""
-    active = _state.active
-    if active is None:
-        return args
-    if kind in LOW_KINDS:
-        low = True
-    elif kind in FP32_KINDS:
-        low = False
-    else:
-        raise ValueError(f"autocast_inputs(): unknown op kind {kind!r}; expected one of "
-                         f"{', '.join(sorted(LOW_KINDS | FP32_KINDS))}")
-    global _to
-    if _to is None:
-        from ..ops.creation import to as _to_op
-
-        _to = _to_op
-    out = []
-    for a in args:
-        dt = getattr(a, "_dtype", None)
-        if dt is None or dt.kind != "f" or dt is D.float64:
-            out.append(a)
-            continue
-        target = active.get(a._device.type)
-        if target is None:
-            out.append(a)
-        elif low:
-            out.append(a if dt is target else _cached_cast(a, target))
-        else:
-            out.append(_to(a, D.float32) if dt is D.float16 else a)
-    return tuple(out)
-
-
-def _cached_cast(t: Any, dtype: DType) -> Any:
-    """``t.to(dtype)``; for a leaf that requires grad, made once per region."""
-    m = t._ag
-    if not (_state.cache_enabled and m is not None and m.requires_grad and m.grad_fn is None):
-        return _to(t, dtype)  # type: ignore[misc]
-    from ..autograd.grad_mode import _state as grad
-
-    cache = _state.cache
-    if cache is None:
-        cache = _state.cache = {}
-    key = (id(t), grad.enabled)
-    hit = cache.get(key)
-    if hit is not None and hit[0] is t and hit[1] == t._storage.version and hit[2]._dtype is dtype:
-        return hit[2]
-    out = _to(t, dtype)  # type: ignore[misc]
-    cache[key] = (t, t._storage.version, out)
-    return out
 
 
 def _known_type(device_type: str) -> bool:
@@ -236,28 +155,11 @@ class autocast:  # noqa: N801  (PyTorch's name)
                     "on it")
 
     def __enter__(self) -> "autocast":
-        st = _state
-        self._prev = (st.active, st.cache_enabled)
-        active = dict(st.active or {})
-        if self._enabled:
-            active[self.device] = self.fast_dtype
-        else:
-            active.pop(self.device, None)
-        st.active = active or None
-        st.cache_enabled = self._cache_enabled
-        st.depth += 1
-        with _regions_lock:
-            regions[0] += 1
+        self._prev = enter_region(self.device, self.fast_dtype, self._enabled, self._cache_enabled)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        st = _state
-        st.active, st.cache_enabled = self._prev
-        st.depth -= 1
-        with _regions_lock:
-            regions[0] -= 1
-        if st.depth == 0:
-            st.cache = None
+        exit_region(self._prev)
 
     def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         args = (self.device, self.fast_dtype, self._enabled, self._cache_enabled)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from .._native import raise_pending  # noqa: F401  (where device and cuda reach it)
 from ..tensor import Tensor
 
 # a device's pending checks (Device._pending_checks): (flag, index tensor, low,
@@ -59,24 +60,6 @@ def check_range(t: Tensor, low: int, high: int,
     if len(pending) > MAX_PENDING:
         raise_pending(dev)
     return None
-
-
-def raise_pending(dev: Any) -> None:
-    """Read ``dev``'s pending flags (the host waits for the device here anyway);
-    raise the first failed check's error. Called by ``to_host`` and
-    ``synchronize`` on ``async_errors`` devices."""
-    pending = getattr(dev, "_pending_checks", None)
-    if not pending:
-        return
-    from .core import view_of
-
-    dev._pending_checks = []
-    host = dev._raw_to_host
-    for flag, t, low, high, error in pending:
-        if bool(host(view_of(flag)).reshape(-1)[0]):
-            arr = host(view_of(t))
-            lo, hi = int(arr.min()), int(arr.max())
-            raise error(hi if hi >= high else lo)
 
 
 def wrap_negative(t: Tensor, size: int) -> Tensor:

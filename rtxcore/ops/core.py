@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .. import dtype as D
+from .._native import safe_offset as _safe_offset, view_of  # noqa: F401  (view_of: every op's)
 from ..device import Device, get_default_device
 from ..dispatch.types import DType, contiguous_strides
 from ..shape import broadcast_shapes, expand_strides
@@ -112,15 +113,6 @@ def from_host(arr: Any, dev: Device) -> Tensor:
     return make(Storage(buf, dev), shape, cstrides(shape), 0, dtype, dev, h)
 
 
-def view_of(t: Tensor) -> Any:
-    """The backend's native view of ``t`` (built once, then kept on the tensor)."""
-    h = t._h
-    if h is None:
-        off = _safe_offset(t._offset, t._shape)
-        h = t._h = t._device.view(t._storage.buffer, t._shape, t._strides, off, t._dtype)
-    return h
-
-
 def as_view(base: Tensor, shape: tuple[int, ...], strides: tuple[int, ...],
             offset: int) -> Tensor:
     """A tensor sharing ``base``'s storage with a new layout. No data moves.
@@ -165,11 +157,6 @@ def expand_to(t: Tensor, shape: tuple[int, ...]) -> Any:
         return view_of(t)
     strides = expand_strides(t._shape, t._strides, shape)
     return t._device.view(t._storage.buffer, shape, strides, _safe_offset(t._offset, shape), t._dtype)
-
-
-def _safe_offset(offset: int, shape: tuple[int, ...]) -> int:
-    """An empty view's offset may point past its storage; backends get 0 there."""
-    return 0 if offset and 0 in shape else offset
 
 
 def cast(t: Tensor, dtype: DType) -> Tensor:

@@ -11,7 +11,7 @@ from ..shape import broadcast_shapes
 from ..tensor import Tensor
 from . import views as V
 from ..autograd.tape import differentiable
-from ..amp.autocast_mode import autocast_inputs, regions as _autocast_regions
+from .._autocast import autocast_inputs, regions as _autocast_regions
 from .core import as_view, bad_operand, cast, empty, expand_to, kernel, mixed_devices, view_of
 
 

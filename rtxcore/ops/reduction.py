@@ -14,7 +14,7 @@ from ..tensor import Tensor
 from . import elementwise as E
 from .core import as_view, cast, contiguous, drop_axes, empty, kernel, own_kernel, reduce, view_of
 from ..autograd.tape import differentiable
-from ..amp.autocast_mode import autocast_inputs, regions as _autocast_regions
+from .._autocast import autocast_inputs, regions as _autocast_regions
 
 max_result = namedtuple("max", ["values", "indices"])
 min_result = namedtuple("min", ["values", "indices"])
