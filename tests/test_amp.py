@@ -219,14 +219,15 @@ def test_parameter_casts_are_cached_within_a_region(device):
 
 def test_front_ends_skip_autocast_when_off(monkeypatch, device):
     """Outside autocast the front-ends read one thread-local and call nothing."""
-    from rtxcore.nn import functional
+    from rtxcore.nn.functional import linear_maps, losses
     from rtxcore.ops import linalg
 
     def boom(*args):
         raise AssertionError("autocast_inputs called outside autocast")
 
     monkeypatch.setattr(linalg, "autocast_inputs", boom)
-    monkeypatch.setattr(functional, "autocast_inputs", boom)
+    monkeypatch.setattr(linear_maps, "autocast_inputs", boom)
+    monkeypatch.setattr(losses, "autocast_inputs", boom)
     a = rc.randn(3, 3, device=device)
     F.cross_entropy(F.linear(a @ a, a), rc.tensor([0, 1, 2], device=device))
 

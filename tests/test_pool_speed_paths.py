@@ -13,6 +13,7 @@ import pytest
 
 import rtxcore as rc
 import rtxcore.nn.functional as F
+from rtxcore.nn.functional import convolution as FC  # conv2d's paths, patched where they live
 from rtxcore.autograd import gradcheck, gradgradcheck
 
 
@@ -151,12 +152,12 @@ def _conv_args(case, device, rg=False):
 
 @pytest.mark.parametrize("case", CONV_CASES, ids=str)
 def test_dense_conv_matches_im2col(device, case, monkeypatch):
-    monkeypatch.setattr(F, "_conv2d_kernels", lambda *a: None)  # the core's two paths
+    monkeypatch.setattr(FC, "_conv2d_kernels", lambda *a: None)  # the core's two paths
     x, w, b, kw = _conv_args(case, device, rg=True)
     g = None
     results = []
     for ratio in (0, 1000):  # the im2col path, then the dense one
-        monkeypatch.setattr(F, "_DENSE_CONV_RATIO", ratio)
+        monkeypatch.setattr(FC, "_DENSE_CONV_RATIO", ratio)
         for t in (x, w, b):
             if t is not None:
                 t.grad = None
@@ -176,10 +177,10 @@ def test_dense_conv_matches_im2col(device, case, monkeypatch):
 
 
 def test_dense_conv_is_used_on_small_images(device, monkeypatch):
-    monkeypatch.setattr(F, "_conv2d_kernels", lambda *a: None)
+    monkeypatch.setattr(FC, "_conv2d_kernels", lambda *a: None)
     calls = []
-    real = F._conv2d_dense
-    monkeypatch.setattr(F, "_conv2d_dense", lambda *a: calls.append(1) or real(*a))
+    real = FC._conv2d_dense
+    monkeypatch.setattr(FC, "_conv2d_dense", lambda *a: calls.append(1) or real(*a))
     x = T(np.zeros((2, 4, 4, 4), np.float32), device)
     F.conv2d(x, T(np.zeros((8, 4, 3, 3), np.float32), device), padding=1)
     assert calls == [1]
@@ -193,8 +194,8 @@ def test_dense_conv_is_used_on_small_images(device, monkeypatch):
                                   dict(x=(1, 1, 4, 4), w=(1, 1, 3, 3), dilation=2, padding=2)],
                          ids=str)
 def test_dense_conv_gradcheck_and_gradgradcheck(device, case, monkeypatch):
-    monkeypatch.setattr(F, "_conv2d_kernels", lambda *a: None)
-    monkeypatch.setattr(F, "_DENSE_CONV_RATIO", 1000)
+    monkeypatch.setattr(FC, "_conv2d_kernels", lambda *a: None)
+    monkeypatch.setattr(FC, "_DENSE_CONV_RATIO", 1000)
     x, w, b, kw = _conv_args(case, device, rg=True)
     assert gradcheck(lambda x, w, b: F.conv2d(x, w, b, **kw), (x, w, b))
     assert gradgradcheck(lambda x, w: F.conv2d(x, w, None, **kw), (x, w))
@@ -219,17 +220,17 @@ def _grads(x, w, b, kw, g):
 
 @pytest.mark.parametrize("case", KERNEL_CASES, ids=str)
 def test_conv_kernels_match_the_core_conv(case, monkeypatch):
-    monkeypatch.setattr(F, "_DENSE_CONV_RATIO", 0)  # small images take the dense path first
+    monkeypatch.setattr(FC, "_DENSE_CONV_RATIO", 0)  # small images take the dense path first
     calls = []
-    real = F._Conv2dKernel.apply
-    monkeypatch.setattr(F._Conv2dKernel, "apply", lambda *a: calls.append(1) or real(*a))
+    real = FC._Conv2dKernel.apply
+    monkeypatch.setattr(FC._Conv2dKernel, "apply", lambda *a: calls.append(1) or real(*a))
     x, w, b, kw = _conv_args(case, "cpu", rg=True)
     out = F.conv2d(x, w, b, **kw)
     g = T(np.random.default_rng(8).standard_normal(tuple(out.shape)), "cpu")
     got = _grads(x, w, b, kw, g)
     assert calls, "the kernel path did not run"
     with monkeypatch.context() as m:
-        m.setattr(F, "_conv2d_kernels", lambda *a: None)
+        m.setattr(FC, "_conv2d_kernels", lambda *a: None)
         want = _grads(x, w, b, kw, g)
     for a, e in zip(got, want):
         np.testing.assert_allclose(a, e, rtol=1e-10, atol=1e-10)
@@ -242,12 +243,12 @@ def test_conv_kernels_match_the_core_conv(case, monkeypatch):
 
 @pytest.mark.parametrize("case", KERNEL_CASES[1::2], ids=str)
 def test_conv_kernels_gradcheck_and_gradgradcheck(case, monkeypatch):
-    monkeypatch.setattr(F, "_DENSE_CONV_RATIO", 0)
+    monkeypatch.setattr(FC, "_DENSE_CONV_RATIO", 0)
     calls = []
-    real = F._Conv2dKernel.apply
-    monkeypatch.setattr(F._Conv2dKernel, "apply", lambda *a: calls.append(1) or real(*a))
+    real = FC._Conv2dKernel.apply
+    monkeypatch.setattr(FC._Conv2dKernel, "apply", lambda *a: calls.append(1) or real(*a))
     x, w, b, kw = _conv_args(case, "cpu", rg=True)
-    assert F._conv2d_kernels(x, w, b) is not None
+    assert FC._conv2d_kernels(x, w, b) is not None
     assert gradcheck(lambda x, w, b: F.conv2d(x, w, b, **kw), (x, w, b))
     # a recording backward differentiates the core's conv2d
     assert gradgradcheck(lambda x, w: F.conv2d(x, w, None, **kw), (x, w))
@@ -255,7 +256,7 @@ def test_conv_kernels_gradcheck_and_gradgradcheck(case, monkeypatch):
 
 
 def test_conv_kernels_layouts_dtypes_and_what_needs_grad(monkeypatch):
-    monkeypatch.setattr(F, "_DENSE_CONV_RATIO", 0)
+    monkeypatch.setattr(FC, "_DENSE_CONV_RATIO", 0)
     r = np.random.default_rng(9)
     xa = r.standard_normal((3, 5, 6, 2)).astype(np.float32)  # (N, H, W, C): channels last
     wa = r.standard_normal((4, 2, 3, 3)).astype(np.float32)
@@ -278,4 +279,4 @@ def test_conv_kernels_layouts_dtypes_and_what_needs_grad(monkeypatch):
     np.testing.assert_allclose(A(out16).astype(np.float64), A(out64), rtol=2e-3, atol=4e-3)
     np.testing.assert_allclose(A(w16.grad).astype(np.float64), A(w64.grad), rtol=2e-3, atol=2e-2)
     # mixed dtypes are not the kernels' (the core's conv2d decides what they mean)
-    assert F._conv2d_kernels(x, w64, None) is None
+    assert FC._conv2d_kernels(x, w64, None) is None
