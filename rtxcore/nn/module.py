@@ -156,9 +156,7 @@ class Module:
     def register_parameter(self, name: str, param: Parameter | None) -> None:
         if param is not None and not isinstance(param, Parameter):
             raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter '{name}' (rtxcore.nn.Parameter or None required)")
-        self._check_name(name)
-        self._drop(name)
-        self._parameters[name] = param
+        self._register("_parameters", name, param)
 
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
         """A tensor that is part of the module's state but not a parameter (e.g.
@@ -166,27 +164,26 @@ class Module:
         unless ``persistent=False``."""
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' (Tensor or None required)")
-        self._check_name(name)
-        self._drop(name)
-        self._buffers[name] = tensor
+        self._register("_buffers", name, tensor)
         if not persistent:
             self._non_persistent.add(name)
 
     def add_module(self, name: str, module: Module | None) -> None:
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"{type(module).__name__} is not a Module subclass")
-        self._check_name(name)
-        self._drop(name)
-        self._modules[name] = module
+        self._register("_modules", name, module)
 
     register_module = add_module
 
-    @staticmethod
-    def _check_name(name: str) -> None:
+    def _register(self, registry: str, name: str, value: Any) -> None:
+        """Set ``name`` in one registry, after checking the name and dropping
+        whatever held it before (attribute, parameter, buffer or submodule)."""
         if not isinstance(name, str):
             raise TypeError(f"name should be a string, got {type(name).__name__}")
         if "." in name or not name:
             raise KeyError(f"name can't contain \".\" or be empty, got {name!r}")
+        self._drop(name)
+        self.__dict__[registry][name] = value
 
     # -- calling -------------------------------------------------------------------------
 
