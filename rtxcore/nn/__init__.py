@@ -4,26 +4,30 @@ layers, losses and containers; ``functional`` (as ``F``) and ``init``."""
 from __future__ import annotations
 
 from . import functional, init
-from .layers import (AvgPool2d, BatchNorm1d, BatchNorm2d, BCELoss, BCEWithLogitsLoss, Conv2d,
-                     CrossEntropyLoss, Dropout, Embedding, Flatten, GELU, Identity, L1Loss,
-                     LayerNorm, Linear, LogSoftmax, MaxPool2d, ModuleDict, ModuleList, MSELoss,
-                     NLLLoss, ReLU, Sequential, Sigmoid, SiLU, SmoothL1Loss, Softmax, Tanh)
 from .module import Module
 from .parameter import Parameter
 from . import parallel, utils
-from .activation import (CELU, ELU, GLU, Hardshrink, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU,
-                         LogSigmoid, Mish, PReLU, ReLU6, SELU, Softmin, Softplus, Softshrink,
-                         Softsign, Tanhshrink, Threshold)
-from .conv import Conv1d, ConvTranspose1d, ConvTranspose2d
-from .spatial import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool1d,
-                      CircularPad1d, CircularPad2d, ConstantPad1d, ConstantPad2d, Dropout1d,
-                      Dropout2d, GroupNorm, InstanceNorm1d, InstanceNorm2d, MaxPool1d,
-                      PixelShuffle, PixelUnshuffle, ReflectionPad1d, ReflectionPad2d,
-                      ReplicationPad1d, ReplicationPad2d, Upsample, UpsamplingBilinear2d,
-                      UpsamplingNearest2d, ZeroPad1d, ZeroPad2d)
+from .activation import (CELU, ELU, GELU, GLU, Hardshrink, Hardsigmoid, Hardswish, Hardtanh,
+                         LeakyReLU, LogSigmoid, LogSoftmax, Mish, PReLU, ReLU, ReLU6, SELU,
+                         Sigmoid, SiLU, Softmax, Softmin, Softplus, Softshrink, Softsign, Tanh,
+                         Tanhshrink, Threshold)
+from .container import ModuleDict, ModuleList, Sequential
+from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
+from .dropout import Dropout, Dropout1d, Dropout2d
+from .linear import Embedding, Flatten, Identity, Linear
+from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss,
+                   SmoothL1Loss)
+from .normalization import (BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm1d, InstanceNorm2d,
+                            LayerNorm)
+from .padding import (CircularPad1d, CircularPad2d, ConstantPad1d, ConstantPad2d, ReflectionPad1d,
+                      ReflectionPad2d, ReplicationPad1d, ReplicationPad2d, ZeroPad1d, ZeroPad2d)
+from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool1d,
+                      AvgPool2d, MaxPool1d, MaxPool2d)
 from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNBase, RNNCell, RNNCellBase
 from .transformer import (MultiheadAttention, Transformer, TransformerDecoder,
                           TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer)
+from .upsampling import (PixelShuffle, PixelUnshuffle, Upsample, UpsamplingBilinear2d,
+                         UpsamplingNearest2d)
 
 __all__ = ["Module", "Parameter", "functional", "init", "Identity", "Linear", "Conv2d",
            "MaxPool2d", "AvgPool2d", "Flatten", "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid",

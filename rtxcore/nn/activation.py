@@ -1,5 +1,6 @@
-"""Activation layers beyond ``ReLU``/``GELU``/``SiLU``/``Tanh``/``Sigmoid``: thin
-Modules over ``rtxcore.nn.functional``, with PyTorch's arguments and reprs."""
+"""Activation layers, as ``torch.nn``: ``ReLU``, ``GELU``, ``Softmax`` and the
+rest, thin Modules over ``rtxcore.nn.functional`` with PyTorch's arguments and
+reprs; ``PReLU`` with its learned slope."""
 
 from __future__ import annotations
 
@@ -9,189 +10,222 @@ from ..ops import creation as C
 from ..tensor import Tensor
 from . import functional as F
 from . import init
-from .layers import _factory
+from ._layer_base import _factory, _FunctionalLayer
 from .module import Module
 from .parameter import Parameter
 
 
-def _inplace_str(inplace: bool) -> str:
-    return ", inplace=True" if inplace else ""
+class _InplaceActivation(_FunctionalLayer):
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__(inplace=inplace)
 
 
-class LeakyReLU(Module):
+class ReLU(_InplaceActivation):
+    """``max(0, x)``."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.relu_() if self.inplace else F.relu(x)
+
+
+class GELU(_FunctionalLayer):
+    """``x * Phi(x)``; ``approximate='tanh'`` for the tanh approximation."""
+
+    _fn = "gelu"
+
+    def __init__(self, approximate: str = "none") -> None:
+        super().__init__(approximate=approximate)
+
+    def extra_repr(self) -> str:
+        return f"approximate={self.approximate!r}"
+
+
+class SiLU(Module):
+    """``x * sigmoid(x)``."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.silu(x)
+
+
+class Tanh(Module):
+    """``tanh(x)``."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.tanh()
+
+
+class Sigmoid(Module):
+    """``1 / (1 + exp(-x))``."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.sigmoid()
+
+
+def _softmax_dim(dim: int | None, x: Tensor) -> int:
+    # PyTorch's legacy choice when dim is None
+    if dim is not None:
+        return dim
+    return 0 if x.ndim in (0, 1, 3) else 1
+
+
+class Softmax(_FunctionalLayer):
+    """``exp(x) / sum(exp(x))`` along ``dim``."""
+
+    _fn = "softmax"
+
+    def __init__(self, dim: int | None = None) -> None:
+        super().__init__(dim=dim)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return getattr(F, self._fn)(x, _softmax_dim(self.dim, x))
+
+
+class LogSoftmax(Softmax):
+    """``log(softmax(x))`` along ``dim``."""
+
+    _fn = "log_softmax"
+
+
+class Softmin(_FunctionalLayer):
+    """``softmax(-x)`` along ``dim``."""
+
+    _fn = "softmin"
+
+    def __init__(self, dim: int | None = None) -> None:
+        super().__init__(dim=dim)
+
+
+class GLU(_FunctionalLayer):
+    """Gated linear unit: ``a * sigmoid(b)`` of ``x``'s halves along ``dim``."""
+
+    _fn = "glu"
+
+    def __init__(self, dim: int = -1) -> None:
+        super().__init__(dim=dim)
+
+
+class LeakyReLU(_FunctionalLayer):
+    """``max(0, x) + negative_slope * min(0, x)``."""
+
+    _fn = "leaky_relu"
+
     def __init__(self, negative_slope: float = 1e-2, inplace: bool = False) -> None:
-        super().__init__()
-        self.negative_slope = negative_slope
-        self.inplace = inplace
-
-    def forward(self, x: Tensor) -> Tensor:
-        return F.leaky_relu(x, self.negative_slope, self.inplace)
-
-    def extra_repr(self) -> str:
-        return f"negative_slope={self.negative_slope}{_inplace_str(self.inplace)}"
+        super().__init__(negative_slope=negative_slope, inplace=inplace)
 
 
-class ELU(Module):
+class ELU(_FunctionalLayer):
+    """``x`` where positive, else ``alpha * (exp(x) - 1)``."""
+
+    _fn = "elu"
+
     def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
-        super().__init__()
-        self.alpha = alpha
-        self.inplace = inplace
-
-    def forward(self, x: Tensor) -> Tensor:
-        return F.elu(x, self.alpha, self.inplace)
-
-    def extra_repr(self) -> str:
-        return f"alpha={self.alpha}{_inplace_str(self.inplace)}"
+        super().__init__(alpha=alpha, inplace=inplace)
 
 
 class CELU(ELU):
-    def forward(self, x: Tensor) -> Tensor:
-        return F.celu(x, self.alpha, self.inplace)
+    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
+
+    _fn = "celu"
 
 
-class SELU(Module):
-    def __init__(self, inplace: bool = False) -> None:
-        super().__init__()
-        self.inplace = inplace
+class SELU(_InplaceActivation):
+    """``scale * elu(x, alpha)`` with the self-normalising constants."""
 
-    def forward(self, x: Tensor) -> Tensor:
-        return F.selu(x, self.inplace)
-
-    def extra_repr(self) -> str:
-        return "inplace=True" if self.inplace else ""
-
-
-class Softplus(Module):
-    def __init__(self, beta: float = 1.0, threshold: float = 20.0) -> None:
-        super().__init__()
-        self.beta = beta
-        self.threshold = threshold
-
-    def forward(self, x: Tensor) -> Tensor:
-        return F.softplus(x, self.beta, self.threshold)
-
-    def extra_repr(self) -> str:
-        return f"beta={self.beta}, threshold={self.threshold}"
-
-
-class Hardtanh(Module):
-    def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> None:
-        super().__init__()
-        if min_val > max_val:
-            raise ValueError("min_val cannot be greater than max_val")
-        self.min_val = min_val
-        self.max_val = max_val
-        self.inplace = inplace
-
-    def forward(self, x: Tensor) -> Tensor:
-        return F.hardtanh(x, self.min_val, self.max_val, self.inplace)
-
-    def extra_repr(self) -> str:
-        return f"min_val={self.min_val}, max_val={self.max_val}{_inplace_str(self.inplace)}"
-
-
-class ReLU6(Hardtanh):
-    def __init__(self, inplace: bool = False) -> None:
-        super().__init__(0.0, 6.0, inplace)
-
-    def extra_repr(self) -> str:
-        return "inplace=True" if self.inplace else ""
-
-
-class _InplaceActivation(Module):
-    _fn: Any = None
-
-    def __init__(self, inplace: bool = False) -> None:
-        super().__init__()
-        self.inplace = inplace
-
-    def forward(self, x: Tensor) -> Tensor:
-        return type(self)._fn(x, self.inplace)
-
-    def extra_repr(self) -> str:
-        return "inplace=True" if self.inplace else ""
+    _fn = "selu"
 
 
 class Mish(_InplaceActivation):
-    _fn = staticmethod(F.mish)
+    """``x * tanh(softplus(x))``."""
+
+    _fn = "mish"
 
 
 class Hardswish(_InplaceActivation):
-    _fn = staticmethod(F.hardswish)
+    """``x * relu6(x + 3) / 6``."""
+
+    _fn = "hardswish"
 
 
 class Hardsigmoid(_InplaceActivation):
-    _fn = staticmethod(F.hardsigmoid)
+    """``relu6(x + 3) / 6``."""
+
+    _fn = "hardsigmoid"
 
 
-class Softsign(Module):
-    def forward(self, x: Tensor) -> Tensor:
-        return F.softsign(x)
+class Softplus(_FunctionalLayer):
+    """``log(1 + exp(beta * x)) / beta``, linear above ``threshold``."""
+
+    _fn = "softplus"
+
+    def __init__(self, beta: float = 1.0, threshold: float = 20.0) -> None:
+        super().__init__(beta=beta, threshold=threshold)
 
 
-class Tanhshrink(Module):
-    def forward(self, x: Tensor) -> Tensor:
-        return F.tanhshrink(x)
+class Hardtanh(_FunctionalLayer):
+    """``x`` clamped to [min_val, max_val]."""
+
+    _fn = "hardtanh"
+
+    def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> None:
+        if min_val > max_val:
+            raise ValueError("min_val cannot be greater than max_val")
+        super().__init__(min_val=min_val, max_val=max_val, inplace=inplace)
 
 
-class LogSigmoid(Module):
-    def forward(self, x: Tensor) -> Tensor:
-        return F.logsigmoid(x)
+class ReLU6(Hardtanh):
+    """``min(max(0, x), 6)``."""
+
+    _shown = ()
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__(0.0, 6.0, inplace)
 
 
-class Softmin(Module):
-    def __init__(self, dim: int | None = None) -> None:
-        super().__init__()
-        self.dim = dim
+class Threshold(_FunctionalLayer):
+    """``x`` where above ``threshold``, else ``value``."""
 
-    def forward(self, x: Tensor) -> Tensor:
-        return F.softmin(x, self.dim)
+    _fn = "threshold"
 
-    def extra_repr(self) -> str:
-        return f"dim={self.dim}"
+    def __init__(self, threshold: float, value: float, inplace: bool = False) -> None:
+        super().__init__(threshold=threshold, value=value, inplace=inplace)
 
 
-class Hardshrink(Module):
+class Hardshrink(_FunctionalLayer):
+    """``x`` where ``|x| > lambd``, else 0."""
+
+    _fn = "hardshrink"
+
     def __init__(self, lambd: float = 0.5) -> None:
-        super().__init__()
-        self.lambd = lambd
-
-    def forward(self, x: Tensor) -> Tensor:
-        return F.hardshrink(x, self.lambd)
+        super().__init__(lambd=lambd)
 
     def extra_repr(self) -> str:
         return f"{self.lambd}"
 
 
 class Softshrink(Hardshrink):
-    def forward(self, x: Tensor) -> Tensor:
-        return F.softshrink(x, self.lambd)
+    """``x`` moved ``lambd`` towards 0, and 0 within ``lambd`` of it."""
+
+    _fn = "softshrink"
 
 
-class Threshold(Module):
-    def __init__(self, threshold: float, value: float, inplace: bool = False) -> None:
-        super().__init__()
-        self.threshold = threshold
-        self.value = value
-        self.inplace = inplace
+class Softsign(Module):
+    """``x / (1 + |x|)``."""
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.threshold(x, self.threshold, self.value, self.inplace)
-
-    def extra_repr(self) -> str:
-        return f"threshold={self.threshold}, value={self.value}{_inplace_str(self.inplace)}"
+        return F.softsign(x)
 
 
-class GLU(Module):
-    def __init__(self, dim: int = -1) -> None:
-        super().__init__()
-        self.dim = dim
+class Tanhshrink(Module):
+    """``x - tanh(x)``."""
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.glu(x, self.dim)
+        return F.tanhshrink(x)
 
-    def extra_repr(self) -> str:
-        return f"dim={self.dim}"
+
+class LogSigmoid(Module):
+    """``log(sigmoid(x))``."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.logsigmoid(x)
 
 
 class PReLU(Module):

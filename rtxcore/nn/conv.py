@@ -1,25 +1,18 @@
-"""``Conv1d``, ``ConvTranspose1d`` and ``ConvTranspose2d``, with PyTorch's
-arguments, parameter shapes and initialisation (so a PyTorch state dict loads)."""
+"""Convolution layers: ``Conv1d``, ``Conv2d``, ``ConvTranspose1d`` and
+``ConvTranspose2d``, with PyTorch's arguments, checks, parameter shapes and
+initialisation (so a PyTorch state dict loads). ``Conv2d`` runs as im2col by
+strided views plus one matmul, so every backend runs it on its primitives."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..ops import creation as C
 from ..tensor import Tensor
 from . import functional as F
-from .layers import _factory, _reset_weight_and_bias, _shape_error
+from ._layer_base import _ntuple, _reset_weight_and_bias, _shape_error, _weight_and_bias
 from .module import Module
-from .parameter import Parameter
 
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
-
-
-def _ntuple(v: Any, n: int) -> tuple[int, ...]:
-    if isinstance(v, int):
-        return (v,) * n
-    t = tuple(int(a) for a in v)
-    return t * n if len(t) == 1 else t
 
 
 def _check_conv_args(in_channels: int, out_channels: int, groups: int, padding: Any,
@@ -60,7 +53,12 @@ def _reversed_padding(padding: Any, kernel: tuple[int, ...],
 
 
 class _ConvNd(Module):
+    """What convolutions and transposed convolutions share: arguments, checks,
+    parameters and repr. ``_fn`` names the function of ``F`` that runs it."""
+
     _dims = 0
+    _fn = ""
+    _quoted_padding = False  # Conv2d's repr has always quoted a string padding
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any,
                  padding: Any, dilation: Any, transposed: bool, output_padding: Any, groups: int,
@@ -79,12 +77,7 @@ class _ConvNd(Module):
         _check_conv_args(in_channels, out_channels, groups, padding, self.stride, padding_mode)
         shape = ((in_channels, out_channels // groups) if transposed
                  else (out_channels, in_channels // groups)) + self.kernel_size
-        fk = _factory(device, dtype)
-        self.weight = Parameter(C.empty(shape, **fk))
-        if bias:
-            self.bias = Parameter(C.empty(out_channels, **fk))
-        else:
-            self.register_parameter("bias", None)
+        _weight_and_bias(self, shape, out_channels, bias, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -111,7 +104,8 @@ class _ConvNd(Module):
         s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
              f"stride={self.stride}")
         if self.padding != (0,) * n:
-            s += f", padding={self.padding}"
+            quoted = self._quoted_padding and isinstance(self.padding, str)
+            s += f", padding={self.padding!r}" if quoted else f", padding={self.padding}"
         if self.dilation != (1,) * n:
             s += f", dilation={self.dilation}"
         if self.output_padding != (0,) * n:
@@ -125,10 +119,8 @@ class _ConvNd(Module):
         return s
 
 
-class Conv1d(_ConvNd):
-    """1-D convolution over (N, C, L) or (C, L) input; weight (out, in/groups, k)."""
-
-    _dims = 1
+class _Conv(_ConvNd):
+    """A convolution (not transposed): PyTorch's ``ConvNd`` constructor and forward."""
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
                  padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
@@ -139,13 +131,32 @@ class Conv1d(_ConvNd):
     def forward(self, x: Tensor) -> Tensor:
         self._check(x)
         x, padding = self._padded(x)
-        return F.conv1d(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
+        return getattr(F, self._fn)(x, self.weight, self.bias, self.stride, padding,
+                                    self.dilation, self.groups)
+
+
+class Conv1d(_Conv):
+    """1-D convolution over (N, C, L) or (C, L) input; weight (out, in/groups, k)."""
+
+    _dims, _fn = 1, "conv1d"
+
+
+class Conv2d(_Conv):
+    """2-D convolution over (N, C, H, W) or (C, H, W) input; weight
+    (out, in/groups, kH, kW)."""
+
+    _dims, _fn = 2, "conv2d"
+    _quoted_padding = True
 
 
 class _ConvTransposeNd(_ConvNd):
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any,
-                 padding: Any, output_padding: Any, groups: int, bias: bool, dilation: Any,
-                 padding_mode: str, device: Any, dtype: Any) -> None:
+    """A transposed convolution: PyTorch's ``ConvTransposeNd`` constructor, forward
+    and ``output_size`` rule."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
+                 padding: Any = 0, output_padding: Any = 0, groups: int = 1, bias: bool = True,
+                 dilation: Any = 1, padding_mode: str = "zeros", device: Any = None,
+                 dtype: Any = None) -> None:
         if padding_mode != "zeros":
             raise ValueError(f'Only "zeros" padding mode is supported for {type(self).__name__}')
         if isinstance(padding, str):
@@ -175,42 +186,22 @@ class _ConvTransposeNd(_ConvNd):
                                  f"{mins} to {maxs} (for an input of {list(x.shape[lead:])})")
         return tuple(size[d] - mins[d] for d in range(n))
 
+    def forward(self, x: Tensor, output_size: Any = None) -> Tensor:
+        self._check(x)
+        op = self._output_padding(x, output_size)
+        return getattr(F, self._fn)(x, self.weight, self.bias, self.stride, self.padding, op,
+                                    self.groups, self.dilation)
+
 
 class ConvTranspose1d(_ConvTransposeNd):
     """1-D transposed convolution over (N, C, L) or (C, L) input; weight
     (in, out/groups, k)."""
 
-    _dims = 1
-
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
-                 padding: Any = 0, output_padding: Any = 0, groups: int = 1, bias: bool = True,
-                 dilation: Any = 1, padding_mode: str = "zeros", device: Any = None,
-                 dtype: Any = None) -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, output_padding,
-                         groups, bias, dilation, padding_mode, device, dtype)
-
-    def forward(self, x: Tensor, output_size: Any = None) -> Tensor:
-        self._check(x)
-        op = self._output_padding(x, output_size)
-        return F.conv_transpose1d(x, self.weight, self.bias, self.stride, self.padding, op,
-                                  self.groups, self.dilation)
+    _dims, _fn = 1, "conv_transpose1d"
 
 
 class ConvTranspose2d(_ConvTransposeNd):
     """2-D transposed convolution over (N, C, H, W) or (C, H, W) input; weight
     (in, out/groups, kH, kW)."""
 
-    _dims = 2
-
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
-                 padding: Any = 0, output_padding: Any = 0, groups: int = 1, bias: bool = True,
-                 dilation: Any = 1, padding_mode: str = "zeros", device: Any = None,
-                 dtype: Any = None) -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, output_padding,
-                         groups, bias, dilation, padding_mode, device, dtype)
-
-    def forward(self, x: Tensor, output_size: Any = None) -> Tensor:
-        self._check(x)
-        op = self._output_padding(x, output_size)
-        return F.conv_transpose2d(x, self.weight, self.bias, self.stride, self.padding, op,
-                                  self.groups, self.dilation)
+    _dims, _fn = 2, "conv_transpose2d"

@@ -25,7 +25,10 @@ from ..ops.reduction import softmax
 from ..tensor import Tensor
 from . import functional as F
 from . import init
-from .layers import Dropout, LayerNorm, Linear, ModuleList
+from .container import ModuleList
+from .dropout import Dropout
+from .linear import Linear
+from .normalization import LayerNorm
 from .module import Module
 from .parameter import Parameter
 
@@ -235,41 +238,26 @@ class MultiheadAttention(Module):
     def _check_shapes(self, query: Tensor, key: Tensor, value: Tensor,
                       key_padding_mask: Tensor | None, attn_mask: Tensor | None) -> bool:
         """PyTorch's shape checks; whether the input is batched."""
-        if query.ndim == 3:
-            if key.ndim != 3 or value.ndim != 3:
-                raise AssertionError("For batched (3-D) `query`, expected `key` and `value` to be "
-                                     f"3-D but found {key.ndim}-D and {value.ndim}-D tensors "
-                                     "respectively")
-            if key_padding_mask is not None and key_padding_mask.ndim != 2:
-                raise AssertionError("For batched (3-D) `query`, expected `key_padding_mask` to be "
-                                     f"`None` or 2-D but found {key_padding_mask.ndim}-D tensor "
-                                     "instead")
-            if attn_mask is not None and attn_mask.ndim not in (2, 3):
-                raise AssertionError("For batched (3-D) `query`, expected `attn_mask` to be "
-                                     f"`None`, 2-D or 3-D but found {attn_mask.ndim}-D tensor "
-                                     "instead")
-            return True
-        if query.ndim == 2:
-            if key.ndim != 2 or value.ndim != 2:
-                raise AssertionError("For unbatched (2-D) `query`, expected `key` and `value` to "
-                                     f"be 2-D but found {key.ndim}-D and {value.ndim}-D tensors "
-                                     "respectively")
-            if key_padding_mask is not None and key_padding_mask.ndim != 1:
-                raise AssertionError("For unbatched (2-D) `query`, expected `key_padding_mask` to "
-                                     f"be `None` or 1-D but found {key_padding_mask.ndim}-D tensor "
-                                     "instead")
-            if attn_mask is not None:
-                if attn_mask.ndim not in (2, 3):
-                    raise AssertionError("For unbatched (2-D) `query`, expected `attn_mask` to be "
-                                         f"`None`, 2-D or 3-D but found {attn_mask.ndim}-D tensor "
-                                         "instead")
-                want = (self.num_heads, query._shape[0], key._shape[0])
-                if attn_mask.ndim == 3 and tuple(attn_mask._shape) != want:
-                    raise AssertionError(f"Expected `attn_mask` shape to be {want} but got "
-                                         f"{tuple(attn_mask._shape)}")
-            return False
-        raise AssertionError("query should be unbatched 2D or batched 3D tensor but received "
-                             f"{query.ndim}-D query tensor")
+        n = query.ndim
+        if n not in (2, 3):
+            raise AssertionError("query should be unbatched 2D or batched 3D tensor but received "
+                                 f"{n}-D query tensor")
+        what = "For batched (3-D) `query`" if n == 3 else "For unbatched (2-D) `query`"
+        if key.ndim != n or value.ndim != n:
+            raise AssertionError(f"{what}, expected `key` and `value` to be {n}-D but found "
+                                 f"{key.ndim}-D and {value.ndim}-D tensors respectively")
+        if key_padding_mask is not None and key_padding_mask.ndim != n - 1:
+            raise AssertionError(f"{what}, expected `key_padding_mask` to be `None` or {n - 1}-D "
+                                 f"but found {key_padding_mask.ndim}-D tensor instead")
+        if attn_mask is not None and attn_mask.ndim not in (2, 3):
+            raise AssertionError(f"{what}, expected `attn_mask` to be `None`, 2-D or 3-D but "
+                                 f"found {attn_mask.ndim}-D tensor instead")
+        if n == 2 and attn_mask is not None and attn_mask.ndim == 3:
+            want = (self.num_heads, query._shape[0], key._shape[0])
+            if tuple(attn_mask._shape) != want:
+                raise AssertionError(f"Expected `attn_mask` shape to be {want} but got "
+                                     f"{tuple(attn_mask._shape)}")
+        return n == 3
 
     def extra_repr(self) -> str:
         return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, dropout={self.dropout}"
@@ -288,9 +276,13 @@ def _activation(activation: str | Callable[[Tensor], Tensor]) -> Callable[[Tenso
     return activation
 
 
-class TransformerEncoderLayer(Module):
-    """Self-attention then a feed-forward block, each with a residual connection
-    and LayerNorm (after, or before with ``norm_first``)."""
+class _TransformerLayer(Module):
+    """What the encoder and decoder layers share, their constructor included:
+    ``_blocks`` residual blocks (self-attention; for the decoder, cross-attention
+    over ``memory``; then the feed-forward block), each with its LayerNorm
+    (``norm1``, ...) and dropout (``dropout1``, ...), registered in PyTorch's order."""
+
+    _blocks = 2
 
     def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
                  activation: str | Callable[[Tensor], Tensor] = F.relu,
@@ -298,28 +290,28 @@ class TransformerEncoderLayer(Module):
                  bias: bool = True, device: Any = None, dtype: Any = None) -> None:
         super().__init__()
         kw = {"device": device, "dtype": dtype}
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
-                                            batch_first=batch_first, **kw)
+        blocks = self._blocks
+
+        def attention() -> MultiheadAttention:
+            return MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
+                                      batch_first=batch_first, **kw)
+
+        self.self_attn = attention()
+        if blocks == 3:
+            self.multihead_attn = attention()
         self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **kw)
         self.dropout = Dropout(dropout)
         self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **kw)
         self.norm_first = norm_first
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
-        self.dropout1 = Dropout(dropout)
-        self.dropout2 = Dropout(dropout)
+        for i in range(1, blocks + 1):
+            setattr(self, f"norm{i}", LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw))
+        for i in range(1, blocks + 1):
+            setattr(self, f"dropout{i}", Dropout(dropout))
         self.activation = _activation(activation)
 
-    def forward(self, src: Tensor, src_mask: Tensor | None = None,
-                src_key_padding_mask: Tensor | None = None, is_causal: bool = False) -> Tensor:
-        x = src
-        if self.norm_first:
-            x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
-            x = x + self._ff_block(self.norm2(x))
-        else:
-            x = self.norm1(x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal))
-            x = self.norm2(x + self._ff_block(x))
-        return x
+    def _residual(self, x: Tensor, norm: Module, block: Callable[[Tensor], Tensor]) -> Tensor:
+        """``x + block(norm(x))`` with ``norm_first``, else ``norm(x + block(x))``."""
+        return x + block(norm(x)) if self.norm_first else norm(x + block(x))
 
     def _sa_block(self, x: Tensor, attn_mask: Tensor | None, key_padding_mask: Tensor | None,
                   is_causal: bool = False) -> Tensor:
@@ -328,57 +320,36 @@ class TransformerEncoderLayer(Module):
         return self.dropout1(x)
 
     def _ff_block(self, x: Tensor) -> Tensor:
-        return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+        x = self.linear2(self.dropout(self.activation(self.linear1(x))))
+        return getattr(self, f"dropout{self._blocks}")(x)
 
 
-class TransformerDecoderLayer(Module):
+class TransformerEncoderLayer(_TransformerLayer):
+    """Self-attention then a feed-forward block, each with a residual connection
+    and LayerNorm (after, or before with ``norm_first``)."""
+
+    def forward(self, src: Tensor, src_mask: Tensor | None = None,
+                src_key_padding_mask: Tensor | None = None, is_causal: bool = False) -> Tensor:
+        x = self._residual(src, self.norm1, lambda y: self._sa_block(
+            y, src_mask, src_key_padding_mask, is_causal))
+        return self._residual(x, self.norm2, self._ff_block)
+
+
+class TransformerDecoderLayer(_TransformerLayer):
     """Self-attention, cross-attention over ``memory`` (``multihead_attn``), then
     a feed-forward block; residuals and LayerNorms as the encoder layer."""
 
-    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
-                 activation: str | Callable[[Tensor], Tensor] = F.relu,
-                 layer_norm_eps: float = 1e-5, batch_first: bool = False, norm_first: bool = False,
-                 bias: bool = True, device: Any = None, dtype: Any = None) -> None:
-        super().__init__()
-        kw = {"device": device, "dtype": dtype}
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
-                                            batch_first=batch_first, **kw)
-        self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
-                                                 batch_first=batch_first, **kw)
-        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **kw)
-        self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **kw)
-        self.norm_first = norm_first
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
-        self.norm3 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
-        self.dropout1 = Dropout(dropout)
-        self.dropout2 = Dropout(dropout)
-        self.dropout3 = Dropout(dropout)
-        self.activation = _activation(activation)
+    _blocks = 3
 
     def forward(self, tgt: Tensor, memory: Tensor, tgt_mask: Tensor | None = None,
                 memory_mask: Tensor | None = None, tgt_key_padding_mask: Tensor | None = None,
                 memory_key_padding_mask: Tensor | None = None, tgt_is_causal: bool = False,
                 memory_is_causal: bool = False) -> Tensor:
-        x = tgt
-        if self.norm_first:
-            x = x + self._sa_block(self.norm1(x), tgt_mask, tgt_key_padding_mask, tgt_is_causal)
-            x = x + self._mha_block(self.norm2(x), memory, memory_mask, memory_key_padding_mask,
-                                    memory_is_causal)
-            x = x + self._ff_block(self.norm3(x))
-        else:
-            x = self.norm1(x + self._sa_block(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal))
-            x = self.norm2(x + self._mha_block(x, memory, memory_mask, memory_key_padding_mask,
-                                               memory_is_causal))
-            x = self.norm3(x + self._ff_block(x))
-        return x
-
-    def _sa_block(self, x: Tensor, attn_mask: Tensor | None, key_padding_mask: Tensor | None,
-                  is_causal: bool = False) -> Tensor:
-        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
-                           is_causal=is_causal, need_weights=False)[0]
-        return self.dropout1(x)
+        x = self._residual(tgt, self.norm1, lambda y: self._sa_block(
+            y, tgt_mask, tgt_key_padding_mask, tgt_is_causal))
+        x = self._residual(x, self.norm2, lambda y: self._mha_block(
+            y, memory, memory_mask, memory_key_padding_mask, memory_is_causal))
+        return self._residual(x, self.norm3, self._ff_block)
 
     def _mha_block(self, x: Tensor, mem: Tensor, attn_mask: Tensor | None,
                    key_padding_mask: Tensor | None, is_causal: bool = False) -> Tensor:
@@ -386,9 +357,6 @@ class TransformerDecoderLayer(Module):
                                 key_padding_mask=key_padding_mask, is_causal=is_causal,
                                 need_weights=False)[0]
         return self.dropout2(x)
-
-    def _ff_block(self, x: Tensor) -> Tensor:
-        return self.dropout3(self.linear2(self.dropout(self.activation(self.linear1(x)))))
 
 
 def _get_clones(module: Module, n: int) -> ModuleList:
@@ -456,18 +424,15 @@ class Transformer(Module):
         kw = {"device": device, "dtype": dtype}
         layer_args = (d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
                       batch_first, norm_first, bias)
-        if custom_encoder is not None:
-            self.encoder = custom_encoder
-        else:
-            self.encoder = TransformerEncoder(
-                TransformerEncoderLayer(*layer_args, **kw), num_encoder_layers,
-                LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw))
-        if custom_decoder is not None:
-            self.decoder = custom_decoder
-        else:
-            self.decoder = TransformerDecoder(
-                TransformerDecoderLayer(*layer_args, **kw), num_decoder_layers,
-                LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw))
+
+        def stack(stack_cls: Any, layer_cls: Any, num_layers: int) -> Module:
+            return stack_cls(layer_cls(*layer_args, **kw), num_layers,
+                             LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw))
+
+        self.encoder = (custom_encoder if custom_encoder is not None
+                        else stack(TransformerEncoder, TransformerEncoderLayer, num_encoder_layers))
+        self.decoder = (custom_decoder if custom_decoder is not None
+                        else stack(TransformerDecoder, TransformerDecoderLayer, num_decoder_layers))
         self.d_model = d_model
         self.nhead = nhead
         self.batch_first = batch_first

@@ -1,0 +1,115 @@
+"""Containers: ``Sequential``, ``ModuleList`` and ``ModuleDict``, which register
+their modules under their positions or keys (``0``, ``1``, ... in a state dict)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, Iterable, Iterator
+
+from .module import Module
+
+
+class _ModuleSequence(Module):
+    """Modules registered under their positions, ``0``, ``1``, ..."""
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
+
+    def append(self, module: Module) -> Any:
+        self.add_module(str(len(self)), module)
+        return self
+
+
+def _index(idx: int, n: int) -> int:
+    if not -n <= idx < n:
+        raise IndexError(f"index {idx} is out of range")
+    return idx % n
+
+
+class Sequential(_ModuleSequence):
+    """Modules applied in order; ``Sequential(a, b)`` or ``Sequential(OrderedDict(...))``."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__()
+        if len(args) == 1 and isinstance(args[0], OrderedDict):
+            for name, m in args[0].items():
+                self.add_module(name, m)
+        else:
+            for i, m in enumerate(args):
+                self.add_module(str(i), m)
+
+    def forward(self, x: Any) -> Any:
+        for m in self._modules.values():
+            x = m(x)
+        return x
+
+    def __getitem__(self, idx: Any) -> Any:
+        if isinstance(idx, slice):
+            return Sequential(OrderedDict(list(self._modules.items())[idx]))
+        return list(self._modules.values())[_index(idx, len(self))]
+
+
+class ModuleList(_ModuleSequence):
+    """Modules held in a list (registered as ``0``, ``1``, ...), for a model to use as it likes."""
+
+    def __init__(self, modules: Iterable[Module] | None = None) -> None:
+        super().__init__()
+        if modules is not None:
+            self.extend(modules)
+
+    def __getitem__(self, idx: Any) -> Any:
+        if isinstance(idx, slice):
+            return ModuleList(list(self._modules.values())[idx])
+        return self._modules[str(_index(idx, len(self)))]
+
+    def __setitem__(self, idx: int, module: Module) -> None:
+        self.add_module(str(_index(idx, len(self))), module)
+
+    def extend(self, modules: Iterable[Module]) -> "ModuleList":
+        for m in modules:
+            self.append(m)
+        return self
+
+
+class ModuleDict(Module):
+    """Modules held by name, as a dict."""
+
+    def __init__(self, modules: Any = None) -> None:
+        super().__init__()
+        if modules is not None:
+            self.update(modules)
+
+    def __getitem__(self, key: str) -> Module:
+        return self._modules[key]
+
+    def __setitem__(self, key: str, module: Module) -> None:
+        self.add_module(key, module)
+
+    def __delitem__(self, key: str) -> None:
+        del self._modules[key]
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._modules)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._modules
+
+    def keys(self) -> Any:
+        return self._modules.keys()
+
+    def values(self) -> Any:
+        return self._modules.values()
+
+    def items(self) -> Any:
+        return self._modules.items()
+
+    def update(self, modules: Any) -> None:
+        items = modules.items() if hasattr(modules, "items") else modules
+        for k, m in items:
+            self.add_module(k, m)
