@@ -4,18 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..ops.creation import zeros_like
-from .optimizer import Optimizer, _check_nonneg, _scalar, implementation_options
+from .optimizer import Optimizer, _check_nonneg_options, _hyper
 
 __all__ = ["Adadelta"]
 
 
 def _validate(o: dict[str, Any]) -> None:
-    _check_nonneg(o["lr"], "learning rate")
+    _check_nonneg_options(o, "lr")
     if not 0.0 <= o["rho"] <= 1.0:
         raise ValueError(f"Invalid rho value: {o['rho']}")
-    _check_nonneg(o["eps"], "epsilon value")
-    _check_nonneg(o["weight_decay"], "weight_decay value")
+    _check_nonneg_options(o, "eps", "weight_decay")
 
 
 class Adadelta(Optimizer):
@@ -35,36 +33,22 @@ class Adadelta(Optimizer):
     """
 
     _param_shaped_state = ("square_avg", "acc_delta")
+    _restored_options = {"maximize": False}
+    _validate = staticmethod(_validate)
 
     def __init__(self, params: Any, lr: float = 1.0, rho: float = 0.9, eps: float = 1e-6,
                  weight_decay: float = 0, *, maximize: bool = False,
                  foreach: bool | None = None, capturable: bool = False,
                  differentiable: bool = False) -> None:
-        defaults = {"lr": lr, "rho": rho, "eps": eps, "weight_decay": weight_decay,
-                    "maximize": maximize}
-        _validate(defaults)
-        defaults.update(implementation_options("Adadelta", foreach=foreach, capturable=capturable,
-                                               differentiable=differentiable))
-        super().__init__(params, defaults)
-
-    _validate = staticmethod(_validate)
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("maximize", False)
+        super().__init__(params, self._options(
+            "Adadelta", {"lr": lr, "rho": rho, "eps": eps, "weight_decay": weight_decay,
+                         "maximize": maximize},
+            foreach=foreach, capturable=capturable, differentiable=differentiable))
 
     def _update(self, group: dict[str, Any]) -> None:
-        lr = _scalar(group["lr"])
-        rho = group["rho"]
-        eps = group["eps"]
+        lr, rho, eps = _hyper(group, "lr", "rho", "eps")
         w = 1 - rho
-
-        def init(st: dict[str, Any], p: Any) -> None:
-            st["square_avg"] = zeros_like(p)
-            st["acc_delta"] = zeros_like(p)
-
-        for p, g, st, step in self._grads(group, init):
+        for p, g, st, step in self._grads(group, zeroed=("square_avg", "acc_delta")):
             square_avg, acc_delta = st["square_avg"], st["acc_delta"]
             square_avg.mul_(rho).add_(g.mul(w).mul_(g))  # addcmul_(g, g, value=1 - rho)
             std = square_avg.add(eps).sqrt_()

@@ -5,17 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from ..ops.creation import full_like
-from .optimizer import Optimizer, _check_nonneg, _scalar, implementation_options
+from .optimizer import Optimizer, _check_nonneg_options, _hyper
 
 __all__ = ["Adagrad"]
 
 
 def _validate(o: dict[str, Any]) -> None:
-    _check_nonneg(o["lr"], "learning rate")
-    _check_nonneg(o["lr_decay"], "lr_decay value")
-    _check_nonneg(o["weight_decay"], "weight_decay value")
-    _check_nonneg(o["initial_accumulator_value"], "initial_accumulator_value value")
-    _check_nonneg(o["eps"], "epsilon value")
+    _check_nonneg_options(o, "lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps")
 
 
 class Adagrad(Optimizer):
@@ -35,36 +31,27 @@ class Adagrad(Optimizer):
     """
 
     _param_shaped_state = ("sum",)
+    _restored_options = {"maximize": False}
+    _validate = staticmethod(_validate)
 
     def __init__(self, params: Any, lr: float = 1e-2, lr_decay: float = 0,
                  weight_decay: float = 0, initial_accumulator_value: float = 0,
                  eps: float = 1e-10, *, maximize: bool = False,
                  foreach: bool | None = None, fused: bool | None = None,
                  differentiable: bool = False) -> None:
-        defaults = {"lr": lr, "lr_decay": lr_decay, "eps": eps, "weight_decay": weight_decay,
-                    "initial_accumulator_value": initial_accumulator_value,
-                    "maximize": maximize}
-        _validate(defaults)
-        defaults.update(implementation_options("Adagrad", foreach=foreach, fused=fused,
-                                               differentiable=differentiable))
-        super().__init__(params, defaults)
+        super().__init__(params, self._options(
+            "Adagrad", {"lr": lr, "lr_decay": lr_decay, "eps": eps, "weight_decay": weight_decay,
+                        "initial_accumulator_value": initial_accumulator_value,
+                        "maximize": maximize},
+            foreach=foreach, fused=fused, differentiable=differentiable))
         for group in self.param_groups:
             for p in group["params"]:
                 st = self.state[p]
                 st["step"] = 0
                 st["sum"] = full_like(p, group["initial_accumulator_value"])
 
-    _validate = staticmethod(_validate)
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("maximize", False)
-
     def _update(self, group: dict[str, Any]) -> None:
-        lr = _scalar(group["lr"])
-        lr_decay = group["lr_decay"]
-        eps = group["eps"]
+        lr, lr_decay, eps = _hyper(group, "lr", "lr_decay", "eps")
 
         def init(st: dict[str, Any], p: Any) -> None:  # (added by add_param_group later)
             st["sum"] = full_like(p, group["initial_accumulator_value"])

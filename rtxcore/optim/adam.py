@@ -4,17 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..ops.creation import zeros_like
 from ..tensor import Tensor
 from . import _multi
-from .optimizer import Optimizer, _check_nonneg, _lerp_, _scalar, implementation_options
+from .optimizer import Optimizer, _check_nonneg_options, _grad_term, _hyper, _lerp_
 
 __all__ = ["Adam", "AdamW"]
 
 
 def _validate(o: dict[str, Any]) -> None:
-    _check_nonneg(o["lr"], "learning rate")
-    _check_nonneg(o["eps"], "epsilon value")
+    _check_nonneg_options(o, "lr", "eps")
     betas = o["betas"]
     try:
         b0, b1 = betas
@@ -24,7 +22,7 @@ def _validate(o: dict[str, Any]) -> None:
         raise ValueError(f"Invalid beta parameter at index 0: {b0}")
     if not 0.0 <= b1 < 1.0:
         raise ValueError(f"Invalid beta parameter at index 1: {b1}")
-    _check_nonneg(o["weight_decay"], "weight_decay value")
+    _check_nonneg_options(o, "weight_decay")
 
 
 class Adam(Optimizer):
@@ -45,6 +43,8 @@ class Adam(Optimizer):
     """
 
     _param_shaped_state = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq")
+    _restored_options = {"amsgrad": False, "maximize": False, "decoupled_weight_decay": False}
+    _validate = staticmethod(_validate)
 
     def __init__(self, params: Any, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0, amsgrad: bool = False, *,
@@ -52,50 +52,24 @@ class Adam(Optimizer):
                  foreach: bool | None = None, fused: bool | None = None,
                  capturable: bool = False, differentiable: bool = False,
                  decoupled_weight_decay: bool = False) -> None:
-        defaults = {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
-                    "amsgrad": amsgrad, "maximize": maximize,
-                    "decoupled_weight_decay": decoupled_weight_decay}
-        _validate(defaults)
-        defaults["betas"] = tuple(_scalar(b) for b in betas)
-        defaults.update(implementation_options("Adam", foreach=foreach, fused=fused,
-                                               capturable=capturable,
-                                               differentiable=differentiable))
-        super().__init__(params, defaults)
-
-    _validate = staticmethod(_validate)
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("amsgrad", False)
-            group.setdefault("maximize", False)
-            group.setdefault("decoupled_weight_decay", False)
+        super().__init__(params, self._options(
+            "Adam", {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
+                     "amsgrad": amsgrad, "maximize": maximize,
+                     "decoupled_weight_decay": decoupled_weight_decay},
+            foreach=foreach, fused=fused, capturable=capturable, differentiable=differentiable))
 
     def _update(self, group: dict[str, Any]) -> None:
-        lr = _scalar(group["lr"])
-        beta1, beta2 = group["betas"]
-        eps = group["eps"]
-        wd = group["weight_decay"]
-        amsgrad = group["amsgrad"]
+        lr, (beta1, beta2), eps, wd, amsgrad, maximize = _hyper(
+            group, "lr", "betas", "eps", "weight_decay", "amsgrad", "maximize")
         decoupled = group.get("decoupled_weight_decay", False)
         w1, w2 = 1 - beta1, 1 - beta2
-
-        def init(st: dict[str, Any], p: Any) -> None:
-            st["exp_avg"] = zeros_like(p)
-            st["exp_avg_sq"] = zeros_like(p)
-            if amsgrad:
-                st["max_exp_avg_sq"] = zeros_like(p)
-
-        items = list(self._grads(group, init, raw=True))
+        moments = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq")
+        items = list(self._grads(group, raw=True, zeroed=moments if amsgrad else moments[:2]))
         if _multi.eligible(group, items):
             self._update_flat(group, items, lr, beta1, beta2, eps, wd, amsgrad, decoupled)
             return
-        maximize = group["maximize"]
         for p, g, st, step in items:
-            if maximize:
-                g = -g
-            if not decoupled and wd != 0:
-                g = g.add(p, alpha=wd)
+            g = _grad_term(p, g, maximize, 0 if decoupled else wd)
             if decoupled and wd != 0:
                 p.mul_(1 - lr * wd)
             exp_avg, exp_avg_sq = st["exp_avg"], st["exp_avg_sq"]

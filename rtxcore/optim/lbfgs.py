@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..autograd.grad_mode import _state as _grad_state
 from ..ops.creation import zeros
 from ..ops.indexing import cat
 from ..tensor import Tensor
-from .optimizer import Optimizer, _check_nonneg, _scalar
+from .optimizer import Optimizer, _check_nonneg, _hyper, _scalar, _with_grad
 
 __all__ = ["LBFGS"]
 
@@ -191,12 +190,7 @@ class LBFGS(Optimizer):
 
     def _evaluate(self, closure: Callable[[], Any]) -> Any:
         """Call the closure with grad recording on."""
-        prev = _grad_state.enabled
-        _grad_state.enabled = True
-        try:
-            return closure()
-        finally:
-            _grad_state.enabled = prev
+        return _with_grad(True, closure)
 
     def _directional_evaluate(self, closure: Callable[[], Any], x: list[Tensor], t: float,
                               d: Tensor) -> tuple[float, Tensor]:
@@ -214,22 +208,13 @@ class LBFGS(Optimizer):
         if closure is None:
             raise RuntimeError("LBFGS.step() requires a closure that re-evaluates the model "
                                "and returns the loss")
-        prev = _grad_state.enabled
-        _grad_state.enabled = False
-        try:
-            return self._step(closure)
-        finally:
-            _grad_state.enabled = prev
+        return _with_grad(False, self._step, closure)
 
     def _step(self, closure: Callable[[], Any]) -> Any:
-        group = self.param_groups[0]
-        lr = _scalar(group["lr"])
-        max_iter = group["max_iter"]
-        max_eval = group["max_eval"]
-        tolerance_grad = group["tolerance_grad"]
-        tolerance_change = group["tolerance_change"]
-        line_search_fn = group["line_search_fn"]
-        history_size = group["history_size"]
+        (lr, max_iter, max_eval, tolerance_grad, tolerance_change, line_search_fn,
+         history_size) = _hyper(self.param_groups[0], "lr", "max_iter", "max_eval",
+                                "tolerance_grad", "tolerance_change", "line_search_fn",
+                                "history_size")
 
         state = self.state[self._params[0]]
         state.setdefault("func_evals", 0)

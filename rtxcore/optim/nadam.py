@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..ops.creation import zeros_like
 from .adam import _validate as _validate_adam
-from .optimizer import Optimizer, _check_nonneg, _lerp_, _scalar, implementation_options
+from .optimizer import Optimizer, _check_nonneg_options, _hyper, _lerp_, _scalar
 
 __all__ = ["NAdam"]
 
 
 def _validate(o: dict[str, Any]) -> None:
     _validate_adam(o)
-    _check_nonneg(o["momentum_decay"], "momentum_decay value")
+    _check_nonneg_options(o, "momentum_decay")
 
 
 class NAdam(Optimizer):
@@ -37,43 +36,30 @@ class NAdam(Optimizer):
     """
 
     _param_shaped_state = ("exp_avg", "exp_avg_sq")
+    _restored_options = {"maximize": False, "decoupled_weight_decay": False}
+    _validate = staticmethod(_validate)
 
     def __init__(self, params: Any, lr: float = 2e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0, momentum_decay: float = 4e-3,
                  decoupled_weight_decay: bool = False, *, maximize: bool = False,
                  foreach: bool | None = None, capturable: bool = False,
                  differentiable: bool = False) -> None:
-        defaults = {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
-                    "momentum_decay": momentum_decay,
-                    "decoupled_weight_decay": decoupled_weight_decay, "maximize": maximize}
-        _validate(defaults)
-        defaults["betas"] = tuple(_scalar(b) for b in betas)
-        defaults.update(implementation_options("NAdam", foreach=foreach, capturable=capturable,
-                                               differentiable=differentiable))
-        super().__init__(params, defaults)
-
-    _validate = staticmethod(_validate)
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("maximize", False)
-            group.setdefault("decoupled_weight_decay", False)
+        super().__init__(params, self._options(
+            "NAdam", {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
+                      "momentum_decay": momentum_decay,
+                      "decoupled_weight_decay": decoupled_weight_decay, "maximize": maximize},
+            foreach=foreach, capturable=capturable, differentiable=differentiable))
 
     def _update(self, group: dict[str, Any]) -> None:
-        lr = _scalar(group["lr"])
-        beta1, beta2 = group["betas"]
-        eps = group["eps"]
-        wd = group["weight_decay"]
-        momentum_decay = group["momentum_decay"]
-        decoupled = group["decoupled_weight_decay"]
+        lr, (beta1, beta2), eps, wd, momentum_decay, decoupled = _hyper(
+            group, "lr", "betas", "eps", "weight_decay", "momentum_decay",
+            "decoupled_weight_decay")
 
         def init(st: dict[str, Any], p: Any) -> None:
             st["mu_product"] = 1.0
-            st["exp_avg"] = zeros_like(p)
-            st["exp_avg_sq"] = zeros_like(p)
 
-        for p, g, st, step in self._grads(group, init, coupled_weight_decay=not decoupled):
+        for p, g, st, step in self._grads(group, init, coupled_weight_decay=not decoupled,
+                                          zeroed=("exp_avg", "exp_avg_sq")):
             if decoupled and wd != 0:
                 p.mul_(1 - lr * wd)
             bias_correction2 = 1 - beta2 ** step

@@ -1,4 +1,4 @@
-"""``Optimizer``: the base of every optimizer, as ``torch.optim.Optimizer``.
+"""``Optimizer``, the base of every optimizer (as ``torch.optim.Optimizer``), and what they share.
 
 Parameters live in ``param_groups`` (a list of dicts: ``'params'`` plus that
 group's options); per-parameter state lives in ``state`` (a dict keyed by the
@@ -8,6 +8,12 @@ same parameters in the same order.
 
 Subclasses implement ``step`` with rtxcore's in-place ops under ``no_grad``, on
 the parameters' own device: their state tensors live next to the parameters.
+What PyTorch's optimizers each write again lives here once: the constructor's
+checks and switches (``_options``), the options an old checkpoint lacks
+(``_restored_options``), the per-parameter preamble of a step (``_grads``:
+gradients, state made on first use, step counts, ``maximize`` and weight decay)
+and the step's grad-mode handling (``_with_grad``), so that each optimizer's
+file holds its update rule.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from typing import Any
 from ..autograd.grad_mode import _state as _grad_state
 from ..tensor import Tensor
 from ..dtype import float32
-from ..ops.creation import full, zeros
+from ..ops.creation import full, zeros, zeros_like
 
 __all__ = ["Optimizer", "required"]
 
@@ -42,10 +48,34 @@ def _typename(obj: Any) -> str:
     return t.__qualname__ if mod in (None, "builtins") else f"{mod}.{t.__qualname__}"
 
 
+def _not_iterable(params: Any) -> TypeError:
+    return TypeError("params argument given to the optimizer should be an iterable of Tensors "
+                     f"or dicts, but got {_typename(params)}")
+
+
+def _refuse_sets(params: Any) -> None:
+    """TypeError for a set of parameters: its order changes between runs."""
+    if isinstance(params, (set, frozenset)):
+        raise TypeError(
+            "optimizer parameters need to be organized in ordered collections, but the "
+            "ordering of tensors in sets will change between runs. Please use a list instead."
+        )
+
+
 def _check_nonneg(value: Any, what: str) -> None:
     """``ValueError(f"Invalid {what}: {value}")`` unless ``0 <= value`` (NaN fails)."""
     if not 0.0 <= value:
         raise ValueError(f"Invalid {what}: {value}")
+
+
+_OPTION_NAMES = {"lr": "learning rate", "eps": "epsilon value"}
+
+
+def _check_nonneg_options(options: dict[str, Any], *keys: str) -> None:
+    """``_check_nonneg`` on each of ``options[key]``, in order, named as PyTorch's
+    messages name them ("learning rate", "epsilon value", else "<key> value")."""
+    for key in keys:
+        _check_nonneg(options[key], _OPTION_NAMES.get(key, f"{key} value"))
 
 
 class Optimizer:
@@ -61,25 +91,19 @@ class Optimizer:
     _param_shaped_state: tuple[str, ...] = ()
     """State entries with the parameter's shape (load_state_dict checks them)."""
 
+    _restored_options: dict[str, Any] = {}
+    """Options a group saved before they existed takes on load (``__setstate__``:
+    pickles and ``load_state_dict``), as PyTorch's ``__setstate__`` fills them in."""
+
     def __init__(self, params: Any, defaults: dict[str, Any]) -> None:
         self.defaults = defaults
         if isinstance(params, Tensor):
-            raise TypeError(
-                "params argument given to the optimizer should be an iterable of Tensors "
-                f"or dicts, but got {_typename(params)}"
-            )
-        if isinstance(params, (set, frozenset)):
-            raise TypeError(
-                "optimizer parameters need to be organized in ordered collections, but the "
-                "ordering of tensors in sets will change between runs. Please use a list instead."
-            )
+            raise _not_iterable(params)
+        _refuse_sets(params)
         try:
             param_groups = list(params)
         except TypeError:
-            raise TypeError(
-                "params argument given to the optimizer should be an iterable of Tensors "
-                f"or dicts, but got {_typename(params)}"
-            ) from None
+            raise _not_iterable(params) from None
         if len(param_groups) == 0:
             raise ValueError("optimizer got an empty parameter list")
         if not isinstance(param_groups[0], dict):
@@ -97,6 +121,10 @@ class Optimizer:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        if self._restored_options:
+            for group in self.param_groups:
+                for name, value in self._restored_options.items():
+                    group.setdefault(name, value)
 
     def __repr__(self) -> str:
         out = self.__class__.__name__ + " ("
@@ -119,12 +147,8 @@ class Optimizer:
         params = param_group["params"]
         if isinstance(params, Tensor):
             params = [params]
-        elif isinstance(params, (set, frozenset)):
-            raise TypeError(
-                "optimizer parameters need to be organized in ordered collections, but the "
-                "ordering of tensors in sets will change between runs. Please use a list instead."
-            )
         else:
+            _refuse_sets(params)
             params = list(params)
 
         tensors: list[Any] = []
@@ -182,6 +206,16 @@ class Optimizer:
     def _validate(group: dict[str, Any]) -> None:
         """Check a group's hyperparameters (each optimizer supplies its own)."""
 
+    def _options(self, optimizer: str, options: dict[str, Any], **switches: Any) -> dict[str, Any]:
+        """A constructor's ``defaults``: ``options`` checked (``_validate``), their
+        ``betas`` as Python numbers, then PyTorch's implementation ``switches``
+        (``implementation_options``: ``optimizer`` names the class in its errors)."""
+        self._validate(options)
+        if "betas" in options:
+            options["betas"] = tuple(_scalar(b) for b in options["betas"])
+        options.update(implementation_options(optimizer, **switches))
+        return options
+
     def _check_group(self, group: dict[str, Any]) -> None:
         self._validate(group)
 
@@ -213,14 +247,17 @@ class Optimizer:
         """Update one parameter group's parameters (each optimizer's own rule)."""
         raise NotImplementedError
 
-    def _grads(self, group: dict[str, Any], init: Callable[[dict[str, Any], Tensor], None],
-               coupled_weight_decay: bool = True, raw: bool = False) -> Any:
+    def _grads(self, group: dict[str, Any],
+               init: Callable[[dict[str, Any], Tensor], None] | None = None,
+               coupled_weight_decay: bool = True, raw: bool = False, *,
+               zeroed: tuple[str, ...] = ()) -> Any:
         """The preamble PyTorch's optimizers share, for each parameter of ``group``
         that has a gradient: its state, made on first use (``step`` 0, then
-        ``init(state, param)``), the gradient negated under ``maximize``, the
-        step counted and, with ``coupled_weight_decay``, ``weight_decay * param``
-        added to the gradient. Yields (param, grad, state, step). ``raw``: the
-        gradient as it is (the caller negates it and adds weight decay)."""
+        ``init(state, param)``, then a ``zeros_like(param)`` entry for each name
+        in ``zeroed``), the step counted, the gradient negated under ``maximize``
+        and, with ``coupled_weight_decay``, ``weight_decay * param`` added to it.
+        Yields (param, grad, state, step). ``raw``: the gradient as it is (the
+        caller negates it and adds weight decay)."""
         wd = group["weight_decay"] if coupled_weight_decay and not raw else 0
         maximize = group["maximize"] and not raw
         state = self.state
@@ -236,9 +273,10 @@ class Optimizer:
                 # capturable: the count is a tensor on the parameter's device, counted
                 # in place, so a traced step (rtxcore.jit) advances it on replay
                 st["step"] = zeros((), dtype=float32, device=p.device) if capturable else 0
-                init(st, p)
-            if maximize:
-                g = -g
+                if init is not None:
+                    init(st, p)
+                for name in zeroed:
+                    st[name] = zeros_like(p)
             step = st["step"]
             if capturable and not isinstance(step, Tensor):  # loaded, or counted, as a number
                 step = st["step"] = full((), float(step), dtype=float32, device=p.device)
@@ -246,30 +284,20 @@ class Optimizer:
                 step.add_(1)
             else:
                 step = st["step"] = step + 1
-            if wd != 0:
-                g = g.add(p, alpha=wd)
-            yield p, g, st, step
+            yield p, _grad_term(p, g, maximize, wd), st, step
 
     def _run_step(self, closure: Callable[[], Any] | None,
                   update: Callable[[dict[str, Any]], None]) -> Any:
         """What every ``step`` does: the closure (with grad enabled), then
         ``update(group)`` for each parameter group with recording off."""
-        prev = _grad_state.enabled
-        loss = None
-        if closure is not None:
-            _grad_state.enabled = True
-            try:
-                loss = closure()
-            finally:
-                _grad_state.enabled = prev
+        loss = None if closure is None else _with_grad(True, closure)
         self._check_state_devices()
-        _grad_state.enabled = False
-        try:
-            for group in self.param_groups:
-                update(group)
-        finally:
-            _grad_state.enabled = prev
+        _with_grad(False, self._update_groups, update)
         return loss
+
+    def _update_groups(self, update: Callable[[dict[str, Any]], None]) -> None:
+        for group in self.param_groups:
+            update(group)
 
     def _check_state_devices(self) -> None:
         """Refuse a step, before anything changes, when a parameter's state tensors
@@ -382,6 +410,27 @@ class Optimizer:
         self.__setstate__({"state": state, "param_groups": param_groups})
 
 
+def _grad_term(p: Tensor, g: Tensor, maximize: bool, weight_decay: float) -> Tensor:
+    """The gradient an update rule uses: ``g`` negated under ``maximize``, plus
+    ``weight_decay * p`` when that is not 0 (new tensors; ``g`` is left alone)."""
+    if maximize:
+        g = -g
+    if weight_decay != 0:
+        g = g.add(p, alpha=weight_decay)
+    return g
+
+
+def _with_grad(enabled: bool, fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` with gradient recording ``enabled`` (a closure records; an
+    update does not), the mode put back after, also on an error."""
+    prev = _grad_state.enabled
+    _grad_state.enabled = enabled
+    try:
+        return fn(*args)
+    finally:
+        _grad_state.enabled = prev
+
+
 def _tracing() -> bool:
     from .._tracing import is_tracing
 
@@ -415,6 +464,12 @@ def implementation_options(optimizer: str, **options: Any) -> dict[str, Any]:
 def _scalar(v: Any) -> Any:
     """A hyperparameter as a Python number (a 0-d tensor lr is read once per step)."""
     return v.item() if isinstance(v, Tensor) else v
+
+
+def _hyper(group: dict[str, Any], *names: str) -> tuple[Any, ...]:
+    """A step's hyperparameters: ``group[name]`` for each of ``names``, ``lr`` as
+    a Python number (``_scalar``)."""
+    return tuple([_scalar(group[n]) if n == "lr" else group[n] for n in names])
 
 
 def _lerp_(start: Tensor, end: Tensor, weight: float) -> None:

@@ -4,18 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..ops.creation import zeros_like
-from .optimizer import Optimizer, _check_nonneg, _lerp_, _scalar, implementation_options
+from .optimizer import Optimizer, _check_nonneg_options, _hyper, _lerp_
 
 __all__ = ["RMSprop"]
 
 
 def _validate(o: dict[str, Any]) -> None:
-    _check_nonneg(o["lr"], "learning rate")
-    _check_nonneg(o["eps"], "epsilon value")
-    _check_nonneg(o["momentum"], "momentum value")
-    _check_nonneg(o["weight_decay"], "weight_decay value")
-    _check_nonneg(o["alpha"], "alpha value")
+    _check_nonneg_options(o, "lr", "eps", "momentum", "weight_decay", "alpha")
 
 
 class RMSprop(Optimizer):
@@ -35,44 +30,26 @@ class RMSprop(Optimizer):
     """
 
     _param_shaped_state = ("square_avg", "momentum_buffer", "grad_avg")
+    _restored_options = {"momentum": 0, "centered": False, "maximize": False}
+    _validate = staticmethod(_validate)
 
     def __init__(self, params: Any, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
                  weight_decay: float = 0, momentum: float = 0, centered: bool = False, *,
                  maximize: bool = False,
                  foreach: bool | None = None, capturable: bool = False,
                  differentiable: bool = False) -> None:
-        defaults = {"lr": lr, "momentum": momentum, "alpha": alpha, "eps": eps,
-                    "centered": centered, "weight_decay": weight_decay, "maximize": maximize}
-        _validate(defaults)
-        defaults.update(implementation_options("RMSprop", foreach=foreach, capturable=capturable,
-                                               differentiable=differentiable))
-        super().__init__(params, defaults)
-
-    _validate = staticmethod(_validate)
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("momentum", 0)
-            group.setdefault("centered", False)
-            group.setdefault("maximize", False)
+        super().__init__(params, self._options(
+            "RMSprop", {"lr": lr, "momentum": momentum, "alpha": alpha, "eps": eps,
+                        "centered": centered, "weight_decay": weight_decay, "maximize": maximize},
+            foreach=foreach, capturable=capturable, differentiable=differentiable))
 
     def _update(self, group: dict[str, Any]) -> None:
-        lr = _scalar(group["lr"])
-        alpha = group["alpha"]
-        eps = group["eps"]
-        momentum = group["momentum"]
-        centered = group["centered"]
+        lr, alpha, eps, momentum, centered = _hyper(
+            group, "lr", "alpha", "eps", "momentum", "centered")
         w = 1 - alpha
-
-        def init(st: dict[str, Any], p: Any) -> None:
-            st["square_avg"] = zeros_like(p)
-            if momentum > 0:
-                st["momentum_buffer"] = zeros_like(p)
-            if centered:
-                st["grad_avg"] = zeros_like(p)
-
-        for p, g, st, step in self._grads(group, init):
+        zeroed = ("square_avg", *(("momentum_buffer",) if momentum > 0 else ()),
+                  *(("grad_avg",) if centered else ()))
+        for p, g, st, step in self._grads(group, zeroed=zeroed):
             square_avg = st["square_avg"]
             square_avg.mul_(alpha).add_(g.mul(w).mul_(g))  # addcmul_(g, g, value=1 - alpha)
             if centered:

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..ops.core import empty, kernel, view_of
 from ..tensor import Tensor
-from .optimizer import Optimizer, _check_nonneg, _scalar, implementation_options
+from .optimizer import Optimizer, _check_nonneg_options, _grad_term, _hyper
 
 __all__ = ["SGD"]
 
@@ -31,9 +31,7 @@ def _step_(p: Tensor, g: Tensor, lr: float) -> None:
 
 
 def _validate(o: dict[str, Any]) -> None:
-    _check_nonneg(o["lr"], "learning rate")
-    _check_nonneg(o["momentum"], "momentum value")
-    _check_nonneg(o["weight_decay"], "weight_decay value")
+    _check_nonneg_options(o, "lr", "momentum", "weight_decay")
     if o["nesterov"] and (o["momentum"] <= 0 or o["dampening"] != 0):
         raise ValueError("Nesterov momentum requires a momentum and zero dampening")
 
@@ -53,43 +51,29 @@ class SGD(Optimizer):
     """
 
     _param_shaped_state = ("momentum_buffer",)
+    _restored_options = {"nesterov": False, "maximize": False}
+    _validate = staticmethod(_validate)
 
     def __init__(self, params: Any, lr: float = 1e-3, momentum: float = 0, dampening: float = 0,
                  weight_decay: float = 0, nesterov: bool = False, *,
                  maximize: bool = False,
                  foreach: bool | None = None, fused: bool | None = None,
                  differentiable: bool = False) -> None:
-        defaults = {"lr": lr, "momentum": momentum, "dampening": dampening,
-                    "weight_decay": weight_decay, "nesterov": nesterov, "maximize": maximize}
-        _validate(defaults)
-        defaults.update(implementation_options("SGD", foreach=foreach, fused=fused,
-                                               differentiable=differentiable))
-        super().__init__(params, defaults)
-
-    _validate = staticmethod(_validate)
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("nesterov", False)
-            group.setdefault("maximize", False)
+        super().__init__(params, self._options(
+            "SGD", {"lr": lr, "momentum": momentum, "dampening": dampening,
+                    "weight_decay": weight_decay, "nesterov": nesterov, "maximize": maximize},
+            foreach=foreach, fused=fused, differentiable=differentiable))
 
     def _update(self, group: dict[str, Any]) -> None:
-        lr = _scalar(group["lr"])
-        momentum = group["momentum"]
-        dampening = group["dampening"]
-        wd = group["weight_decay"]
-        nesterov = group["nesterov"]
-        maximize = group["maximize"]
+        lr, momentum, dampening, wd, nesterov, maximize = _hyper(
+            group, "lr", "momentum", "dampening", "weight_decay", "nesterov", "maximize")
         state = self.state
         for p in group["params"]:
             g = p.grad
             if g is None:
                 continue
-            if maximize:
-                g = -g
-            if wd != 0:
-                g = g.add(p, alpha=wd)
+            if maximize or wd != 0:
+                g = _grad_term(p, g, maximize, wd)
             if momentum != 0:
                 st = state[p]
                 buf = st.get("momentum_buffer")
