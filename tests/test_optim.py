@@ -22,6 +22,7 @@ from rtxcore import optim
 from rtxcore.optim import lr_scheduler
 
 from .conftest import supports
+from .optim_problem import LeastSquares, assert_options_match, assert_trajectories, values
 
 try:
     import torch
@@ -34,34 +35,15 @@ STEPS = 5
 
 # -- the problem: loss = 0.5 * ||X W + b - Y||^2 -------------------------------------
 
-_rng = np.random.default_rng(1234)
-X = _rng.standard_normal((6, 3)).astype(np.float32)
-Y = _rng.standard_normal((6, 4)).astype(np.float32)
-W0 = _rng.standard_normal((3, 4)).astype(np.float32)
-B0 = _rng.standard_normal(4).astype(np.float32)
-
-
-def np_grads(w: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    r = X.astype(np.float64) @ w + b - Y
-    return X.T.astype(np.float64) @ r, r.sum(0)
+P = LeastSquares(seed=1234, rows=6, n_in=3, n_out=4, steps=STEPS)
+W0, B0, np_grads = P.W0, P.B0, P.np_grads
 
 
 def make_params(device: str, dtype=rc.float32) -> tuple[rc.Tensor, rc.Tensor]:
-    w = rc.tensor(W0, device=device, dtype=dtype, requires_grad=True)
-    b = rc.tensor(B0, device=device, dtype=dtype, requires_grad=True)
-    return w, b
+    return P.params(rc, device=device, dtype=dtype)
 
 
-def compute_grads(w: rc.Tensor, b: rc.Tensor) -> rc.Tensor:
-    x = rc.tensor(X, device=w.device, dtype=w.dtype)
-    y = rc.tensor(Y, device=w.device, dtype=w.dtype)
-    loss = ((x @ w + b - y) ** 2).sum() * 0.5
-    loss.backward()
-    return loss
-
-
-def values(*ts: rc.Tensor) -> list[np.ndarray]:
-    return [np.array(t.detach().cpu().numpy(), dtype=np.float64) for t in ts]
+compute_grads = P.backward
 
 
 # -- NumPy references (float64) ------------------------------------------------------
@@ -182,20 +164,12 @@ CASE_IDS = [f"{n}-" + ",".join(f"{k}={v}" for k, v in kw.items()) for n, kw in C
 
 
 def rc_trajectory(name, kw, device, steps=STEPS, dtype=rc.float32):
-    w, b = make_params(device, dtype)
-    opt = getattr(optim, name)([w, b], **kw)
-    out = []
-    for _ in range(steps):
-        opt.zero_grad()
-        compute_grads(w, b)
-        opt.step()
-        out.append(values(w, b))
-    return out, opt, (w, b)
+    return P.trajectory(rc, name, kw, steps, device=device, dtype=dtype)
 
 
 def ref_trajectory(name, kw, steps=STEPS):
     ref = REFS[name](**kw)
-    ps = [W0.astype(np.float64), B0.astype(np.float64)]
+    ps = P.start64()
     out = []
     for _ in range(steps):
         gs = np_grads(*ps)
@@ -205,24 +179,7 @@ def ref_trajectory(name, kw, steps=STEPS):
 
 
 def torch_trajectory(name, kw, steps=STEPS):
-    w = torch.tensor(W0, requires_grad=True)
-    b = torch.tensor(B0, requires_grad=True)
-    x, y = torch.tensor(X), torch.tensor(Y)
-    opt = getattr(torch.optim, name)([w, b], **kw)
-    out = []
-    for _ in range(steps):
-        opt.zero_grad()
-        (((x @ w + b - y) ** 2).sum() * 0.5).backward()
-        opt.step()
-        out.append([w.detach().numpy().astype(np.float64), b.detach().numpy().astype(np.float64)])
-    return out
-
-
-def assert_trajectories(got, expected, rtol, atol, what=""):
-    for step, (gs, es) in enumerate(zip(got, expected), 1):
-        for name, g, e in zip("wb", gs, es):
-            np.testing.assert_allclose(g, e, rtol=rtol, atol=atol,
-                                       err_msg=f"{what} step {step}, parameter {name}")
+    return P.trajectory(torch, name, kw, steps)[0]
 
 
 # -- update rules ----------------------------------------------------------------------
@@ -249,10 +206,7 @@ def test_matches_torch(device, name, kw):
     # implementation switches: foreach, fused, capturable, differentiable)
     tw, tb = torch.zeros(1, requires_grad=True), torch.zeros(1, requires_grad=True)
     topt = getattr(torch.optim, name)([tw, tb], **kw)
-    tkeys = set(topt.param_groups[0])
-    assert set(opt.param_groups[0]) == tkeys
-    for k in tkeys - {"params"}:
-        assert opt.param_groups[0][k] == topt.param_groups[0][k], k
+    assert_options_match(opt, topt)
     (tw.sum() + tb.sum()).backward()
     topt.step()
     assert set(opt.state[opt.param_groups[0]["params"][0]]) == set(topt.state[tw])
@@ -313,11 +267,9 @@ def test_param_groups_with_own_options(device, name):
     assert opt.param_groups[0]["lr"] == base["lr"] and opt.param_groups[1]["lr"] == 0.1
     assert opt.param_groups[1]["params"] == [b]  # a lone tensor becomes a list
     ref = REFS[name](**base)
-    ps = [W0.astype(np.float64), B0.astype(np.float64)]
+    ps = P.start64()
     for step in range(STEPS):
-        opt.zero_grad()
-        compute_grads(w, b)
-        opt.step()
+        P.step(opt, w, b)
         gs = np_grads(*ps)
         ps = [ref.update(0, ps[0], gs[0]),
               ref.update(1, ps[1], gs[1], {**extra, "wd": extra["weight_decay"]})]
@@ -465,9 +417,7 @@ def test_state_dict_round_trip(device, name, kw):
     w, b = make_params(device)
     opt = getattr(optim, name)([w, b], **kw)
     for _ in range(3):
-        opt.zero_grad()
-        compute_grads(w, b)
-        opt.step()
+        P.step(opt, w, b)
     sd = copy.deepcopy(opt.state_dict())
     wv, bv = values(w, b)
 
@@ -480,17 +430,13 @@ def test_state_dict_round_trip(device, name, kw):
     assert opt2.param_groups[0]["params"] == [w2, b2]
     rest = []
     for _ in range(3):
-        opt2.zero_grad()
-        compute_grads(w2, b2)
-        opt2.step()
+        P.step(opt2, w2, b2)
         rest.append(values(w2, b2))
     assert_trajectories(rest, full[3:], rtol=1e-6, atol=1e-7, what=f"{name} resumed")
 
     # the original optimizer continues independently of the loaded copy
     for _ in range(3):
-        opt.zero_grad()
-        compute_grads(w, b)
-        opt.step()
+        P.step(opt, w, b)
     assert_trajectories([values(w, b)], full[5:], rtol=1e-6, atol=1e-7, what=f"{name} original")
 
 
@@ -630,9 +576,9 @@ def test_repr_and_pickle_state():
 # -- lr schedulers --------------------------------------------------------------------------
 
 
-def sched_opt(lrs=(0.1,)):
-    groups = [{"params": [rc.zeros(1, requires_grad=True)], "lr": lr} for lr in lrs]
-    return optim.SGD(groups, lr=lrs[0])
+def sched_opt(lrs=(0.1,), lib=rc):
+    groups = [{"params": [lib.zeros(1, requires_grad=True)], "lr": lr} for lr in lrs]
+    return lib.optim.SGD(groups, lr=lrs[0])
 
 
 def run_schedule(sched, opt, epochs):
@@ -789,15 +735,9 @@ def test_schedulers_match_torch(name, kw):
     sched = getattr(lr_scheduler, name)(opt, **kw)
     ours, last = run_schedule(sched, opt, 20)
 
-    tgroups = [{"params": [torch.zeros(1, requires_grad=True)], "lr": lr} for lr in (0.1, 0.03)]
-    topt = torch.optim.SGD(tgroups, lr=0.1)
+    topt = sched_opt((0.1, 0.03), lib=torch)
     tsched = getattr(torch.optim.lr_scheduler, name)(topt, **kw)
-    theirs, tlast = [], []
-    for _ in range(20):
-        theirs.append([g["lr"] for g in topt.param_groups])
-        tlast.append(list(tsched.get_last_lr()))
-        topt.step()
-        tsched.step()
+    theirs, tlast = run_schedule(tsched, topt, 20)
     np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(last, tlast, rtol=1e-12, atol=1e-15)
     assert set(sched.state_dict()) == set(tsched.state_dict())

@@ -18,46 +18,20 @@ import pytest
 import rtxcore as rc
 from rtxcore import optim
 
+from .optim_problem import LeastSquares, assert_options_match, assert_trajectories
+
 STEPS = 10
 
-_rng = np.random.default_rng(99)
-X = _rng.standard_normal((7, 3)).astype(np.float32)
-Y = _rng.standard_normal((7, 2)).astype(np.float32)
-W0 = _rng.standard_normal((3, 2)).astype(np.float32)
-B0 = _rng.standard_normal(2).astype(np.float32)
-
-
-def np_grads(w: np.ndarray, b: np.ndarray) -> list[np.ndarray]:
-    r = X.astype(np.float64) @ w + b - Y
-    return [X.T.astype(np.float64) @ r, r.sum(0)]
+P = LeastSquares(seed=99, rows=7, n_in=3, n_out=2, steps=STEPS)
+W0, np_grads = P.W0, P.np_grads
 
 
 def rc_trajectory(name, kw, device, steps=STEPS):
-    w = rc.tensor(W0, device=device, requires_grad=True)
-    b = rc.tensor(B0, device=device, requires_grad=True)
-    x, y = rc.tensor(X, device=device), rc.tensor(Y, device=device)
-    opt = getattr(optim, name)([w, b], **kw)
-    out = []
-    for _ in range(steps):
-        opt.zero_grad()
-        (((x @ w + b - y) ** 2).sum() * 0.5).backward()
-        opt.step()
-        out.append([w.detach().numpy().astype(np.float64), b.detach().numpy().astype(np.float64)])
-    return out, opt, (w, b)
+    return P.trajectory(rc, name, kw, steps, device=device)
 
 
 def torch_trajectory(torch, name, kw, steps=STEPS):
-    w = torch.tensor(W0, requires_grad=True)
-    b = torch.tensor(B0, requires_grad=True)
-    x, y = torch.tensor(X), torch.tensor(Y)
-    opt = getattr(torch.optim, name)([w, b], **kw)
-    out = []
-    for _ in range(steps):
-        opt.zero_grad()
-        (((x @ w + b - y) ** 2).sum() * 0.5).backward()
-        opt.step()
-        out.append([w.detach().numpy().astype(np.float64), b.detach().numpy().astype(np.float64)])
-    return out, opt
+    return P.trajectory(torch, name, kw, steps)[:2]
 
 
 # -- NumPy references, from the published update rules ----------------------------------
@@ -179,19 +153,11 @@ CASES = [
 CASE_IDS = [f"{n}-{i}" for i, (n, _) in enumerate(CASES)]
 
 
-def assert_trajectories(got, expected, rtol, atol, what):
-    assert len(got) == len(expected) == STEPS
-    for step, (gs, es) in enumerate(zip(got, expected), 1):
-        for pname, g, e in zip("wb", gs, es):
-            np.testing.assert_allclose(g, e, rtol=rtol, atol=atol,
-                                       err_msg=f"{what} step {step}, parameter {pname}")
-
-
 @pytest.mark.parametrize("name,kw", CASES, ids=CASE_IDS)
 def test_matches_numpy_reference(device, name, kw):
     got, opt, (w, b) = rc_trajectory(name, kw, device)
-    expected = REFS[name](**kw)([W0.astype(np.float64), B0.astype(np.float64)])
-    assert_trajectories(got, expected, rtol=2e-5, atol=2e-6, what=name)
+    expected = REFS[name](**kw)(P.start64())
+    assert_trajectories(got, expected, rtol=2e-5, atol=2e-6, what=name, steps=STEPS)
     # the parameters moved, and stayed leaves; the state lives on their device
     assert not np.allclose(got[-1][0], W0)
     assert w.is_leaf and w.grad_fn is None
@@ -207,12 +173,9 @@ def test_matches_torch(name, kw):
     torch = pytest.importorskip("torch")
     got, opt, _ = rc_trajectory(name, kw, "cpu")
     expected, topt = torch_trajectory(torch, name, kw)
-    assert_trajectories(got, expected, rtol=1e-5, atol=1e-6, what=name)
+    assert_trajectories(got, expected, rtol=1e-5, atol=1e-6, what=name, steps=STEPS)
     # the same options and state entries as torch's (minus its implementation switches)
-    tkeys = set(topt.param_groups[0])
-    assert set(opt.param_groups[0]) == tkeys
-    for k in tkeys - {"params"}:
-        assert opt.param_groups[0][k] == topt.param_groups[0][k], k
+    assert_options_match(opt, topt)
     tstate = topt.state_dict()["state"]
     ours = opt.state_dict()["state"]
     assert set(ours) == set(tstate)
@@ -229,18 +192,7 @@ def test_torch_checkpoint_loads():
     """A torch state_dict (tensor step counts and mu_product) resumes the run."""
     torch = pytest.importorskip("torch")
     kw = {"lr": 0.05}
-    tw = torch.tensor(W0, requires_grad=True)
-    tb = torch.tensor(B0, requires_grad=True)
-    tx, ty = torch.tensor(X), torch.tensor(Y)
-    topt = torch.optim.NAdam([tw, tb], **kw)
-
-    def tstep():
-        topt.zero_grad()
-        (((tx @ tw + tb - ty) ** 2).sum() * 0.5).backward()
-        topt.step()
-
-    for _ in range(4):
-        tstep()
+    _, topt, (tw, tb) = P.trajectory(torch, "NAdam", kw, steps=4)
     sd = topt.state_dict()
     conv = {"state": {i: {k: rc.tensor(v.numpy()) for k, v in st.items()}
                       for i, st in sd["state"].items()},
@@ -250,9 +202,8 @@ def test_torch_checkpoint_loads():
     opt = optim.NAdam([w, b], **kw)
     opt.load_state_dict(conv)
     assert opt.state[w]["step"] == 4
-    tstep()
-    x, y = rc.tensor(X), rc.tensor(Y)
-    (((x @ w + b - y) ** 2).sum() * 0.5).backward()
+    P.step(topt, tw, tb)
+    P.backward(w, b)
     opt.step()
     np.testing.assert_allclose(w.detach().numpy(), tw.detach().numpy(), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(b.detach().numpy(), tb.detach().numpy(), rtol=1e-5, atol=1e-6)
@@ -267,11 +218,8 @@ def test_state_dict_round_trip(device, name, kw):
     b2 = rc.tensor(b.detach().numpy(), device=device, requires_grad=True)
     opt2 = getattr(optim, name)([w2, b2], **kw)
     opt2.load_state_dict(sd)
-    x, y = rc.tensor(X, device=device), rc.tensor(Y, device=device)
     for _ in range(3):
-        opt2.zero_grad()
-        (((x @ w2 + b2 - y) ** 2).sum() * 0.5).backward()
-        opt2.step()
+        P.step(opt2, w2, b2)
     np.testing.assert_allclose(w2.detach().numpy(), full[-1][0], rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(b2.detach().numpy(), full[-1][1], rtol=1e-6, atol=1e-7)
 
