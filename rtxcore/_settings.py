@@ -11,26 +11,39 @@ from typing import Any
 import numpy as np
 
 from . import dtype as D
+from .dispatch import threads as _threads_setting
 
 
-class finfo:  # noqa: N801  (PyTorch's name)
+class _TypeInfo:
+    """What finfo and iinfo share: the dtype's kind checked, then ``bits``,
+    ``max``, ``min`` and ``dtype`` (its name) read from NumPy's info."""
+
+    _NAME = _OTHER = _KIND_TEXT = _KINDS = ""
+
+    def _read(self, dt: D.DType, np_info: Any, num: type) -> Any:
+        if dt.kind not in self._KINDS:
+            raise TypeError(f"rtxcore.{self._NAME}() requires {self._KIND_TEXT} input type. "
+                            f"Use rtxcore.{self._OTHER} to handle 'rtxcore.{self._NAME}'")
+        info = np_info(dt.numpy)
+        self.bits: int = info.bits
+        self.max = num(info.max)
+        self.min = num(info.min)
+        self.dtype: str = dt.name
+        return info
+
+
+class finfo(_TypeInfo):  # noqa: N801  (PyTorch's name)
     """Machine limits of a floating-point dtype (the default dtype when none is
     given): ``bits eps max min tiny smallest_normal resolution dtype``."""
 
+    _NAME, _OTHER, _KIND_TEXT, _KINDS = "finfo", "iinfo", "a floating point", "f"
+
     def __init__(self, type: Any = None) -> None:  # noqa: A002
-        dt = D.get_default_dtype() if type is None else _dtype(type)
-        if dt.kind != "f":
-            raise TypeError("rtxcore.finfo() requires a floating point input type. "
-                            "Use rtxcore.iinfo to handle 'rtxcore.finfo'")
-        info = np.finfo(dt.numpy)
-        self.bits: int = info.bits
+        info = self._read(D.get_default_dtype() if type is None else _dtype(type), np.finfo, float)
         self.eps: float = float(info.eps)
-        self.max: float = float(info.max)
-        self.min: float = float(info.min)
         self.tiny: float = float(info.tiny)
         self.smallest_normal: float = float(info.smallest_normal)
         self.resolution: float = 10.0 ** -info.precision
-        self.dtype: str = dt.name
 
     def __repr__(self) -> str:
         return (f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, "
@@ -38,21 +51,16 @@ class finfo:  # noqa: N801  (PyTorch's name)
                 f"dtype={self.dtype})")
 
 
-class iinfo:  # noqa: N801  (PyTorch's name)
+class iinfo(_TypeInfo):  # noqa: N801  (PyTorch's name)
     """Limits of an integer dtype: ``bits max min dtype``."""
+
+    _NAME, _OTHER, _KIND_TEXT, _KINDS = "iinfo", "finfo", "an integer", "iu"
 
     def __init__(self, type: Any) -> None:  # noqa: A002
         dt = _dtype(type)
         if dt is D.bool_:
             raise TypeError("rtxcore.bool is not supported by rtxcore.iinfo")
-        if dt.kind not in "iu":
-            raise TypeError("rtxcore.iinfo() requires an integer input type. "
-                            "Use rtxcore.finfo to handle 'rtxcore.iinfo'")
-        info = np.iinfo(dt.numpy)
-        self.bits: int = info.bits
-        self.max: int = int(info.max)
-        self.min: int = int(info.min)
-        self.dtype: str = dt.name
+        self._read(dt, np.iinfo, int)
 
     def __repr__(self) -> str:
         return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"
@@ -70,9 +78,7 @@ def _dtype(t: Any) -> D.DType:
         return D.as_dtype(text)
 
 
-# -- threads ---------------------------------------------------------------------------------
-
-_threads: int | None = None
+# -- threads (the value lives in the backend contract, rtxcore.dispatch.threads) -------------
 
 
 def set_num_threads(n: int) -> None:
@@ -81,7 +87,6 @@ def set_num_threads(n: int) -> None:
     ``threadpoolctl`` when it is installed (limits NumPy's BLAS from now on);
     without it only stored and reported back: the pools keep the size they got
     at import (set ``OMP_NUM_THREADS`` before starting to change it)."""
-    global _threads
     n = int(n)
     if n <= 0:
         raise RuntimeError(f"set_num_threads expects a positive integer, got {n}")
@@ -91,14 +96,15 @@ def set_num_threads(n: int) -> None:
         pass
     else:
         threadpool_limits(limits=n)
-    _threads = n
+    _threads_setting.set_requested(n)
 
 
 def get_num_threads() -> int:
     """The value set by ``set_num_threads``, else the BLAS pool's size (from
     ``threadpoolctl`` when installed), else ``OMP_NUM_THREADS`` or the CPU count."""
-    if _threads is not None:
-        return _threads
+    n = _threads_setting.requested()
+    if n is not None:
+        return n
     try:
         from threadpoolctl import threadpool_info
     except ImportError:
@@ -154,10 +160,13 @@ def get_float32_matmul_precision() -> str:
 
 
 def get_autocast_gpu_dtype() -> Any:
-    """The dtype autocast uses on cuda (PyTorch's older name)."""
-    from .amp import get_autocast_dtype
+    """The dtype autocast uses on cuda (PyTorch's older name for
+    ``get_autocast_dtype("cuda")``): the open region's, else float16. Read from
+    the core's autocast state (``rtxcore/_autocast.py``), which amp builds on."""
+    from ._autocast import _state
 
-    return get_autocast_dtype("cuda")
+    active = _state.active
+    return active["cuda"] if active is not None and "cuda" in active else D.float16
 
 
 NAMES = ["finfo", "iinfo", "set_num_threads", "get_num_threads", "use_deterministic_algorithms",

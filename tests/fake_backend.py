@@ -10,12 +10,14 @@ real accelerator. Every kernel call is counted in ``CALLS``.
 from __future__ import annotations
 
 from collections import Counter
+from functools import partial
 from typing import Any
 
 import numpy as np
 from rtx_cpu.kernels import KERNELS as NUMPY_KERNELS
 
-from rtxcore.dispatch import Backend, View, hookimpl, ops
+from rtxcore.dispatch import (Backend, BackendPlugin, View, backend_hooks, contiguous_strides,
+                              ops)
 
 CALLS: Counter[str] = Counter()
 MISSING = "cos"
@@ -60,24 +62,18 @@ def _empty(shape: tuple[int, ...], dtype: Any, index: int) -> tuple[Any, View]:
     CALLS["empty"] += 1
     n = int(np.prod(shape)) if shape else 1
     buf = np.zeros(n, dtype.numpy)
-    return buf, View(buf, shape, _cstrides(shape), 0, dtype)
+    return buf, View(buf, shape, contiguous_strides(shape), 0, dtype)
 
 
 def _from_host(arr: np.ndarray, dtype: Any, index: int) -> tuple[Any, View]:
     CALLS["from_host"] += 1
     buf = arr.reshape(-1).copy()  # a real device copies
-    return buf, View(buf, arr.shape, _cstrides(arr.shape), 0, dtype)
+    return buf, View(buf, arr.shape, contiguous_strides(arr.shape), 0, dtype)
 
 
 def _to_host(v: View) -> np.ndarray:
     CALLS["to_host"] += 1
     return np.array(_arr(v), copy=True)
-
-
-def _cstrides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    from rtxcore.dispatch import contiguous_strides
-
-    return contiguous_strides(shape)
 
 
 KERNELS = {
@@ -87,15 +83,7 @@ KERNELS = {
 }
 KERNELS.update(empty=_empty, from_host=_from_host, to_host=_to_host)
 
-
-@hookimpl
-def rtx_backends() -> list[Backend]:
-    return [FakeBackend()]
-
-
-@hookimpl
-def rtx_kernels(backend: str) -> dict[str, Any] | None:
-    return KERNELS if backend == "fake" else None
+rtx_backends, rtx_kernels = backend_hooks(FakeBackend, KERNELS)  # this module is the plugin
 
 
 class PrimsBackend(Backend):
@@ -126,24 +114,8 @@ class AcceleratorBackend(PrimsBackend):
         return True
 
 
-class AcceleratorPlugin:
-    @hookimpl
-    def rtx_backends(self) -> list[Backend]:
-        return [AcceleratorBackend()]
-
-    @hookimpl
-    def rtx_kernels(self, backend: str) -> dict[str, Any] | None:
-        return PRIMS_KERNELS if backend == "fakeacc" else None
-
-
-class PrimsPlugin:
-    """Registered by tests/conftest.py, so the whole suite also runs on a backend
-    that has only the primitives: every composite runs as the core's decomposition."""
-
-    @hookimpl
-    def rtx_backends(self) -> list[Backend]:
-        return [PrimsBackend()]
-
-    @hookimpl
-    def rtx_kernels(self, backend: str) -> dict[str, Any] | None:
-        return PRIMS_KERNELS if backend == "prims" else None
+# plugins to register in-process. PrimsPlugin() is registered by tests/conftest.py,
+# so the whole suite also runs on a backend that has only the primitives: every
+# composite runs as the core's decomposition
+AcceleratorPlugin = partial(BackendPlugin, AcceleratorBackend, PRIMS_KERNELS)
+PrimsPlugin = partial(BackendPlugin, PrimsBackend, PRIMS_KERNELS)

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from rtxcore.dispatch import Backend, DType, hookimpl
+from rtxcore.dispatch import Backend, BackendPlugin, DType
 
 
 class HostMemBackend(Backend):
@@ -41,17 +41,14 @@ class HostMemBackend(Backend):
         return xp.span(np, np.from_dlpack(obj))
 
 
-class HostMemPlugin:
+def _kernels() -> dict[str, Any]:
+    from rtx_cpu.kernels import KERNELS
+
+    return dict(KERNELS)
+
+
+class HostMemPlugin(BackendPlugin):
     imported = 0  # calls of the backend's from_dlpack
 
-    @hookimpl
-    def rtx_backends(self) -> list[Backend]:
-        return [HostMemBackend()]
-
-    @hookimpl
-    def rtx_kernels(self, backend: str) -> dict[str, Any] | None:
-        if backend != "hostmem":
-            return None
-        from rtx_cpu.kernels import KERNELS
-
-        return dict(KERNELS)
+    def __init__(self) -> None:
+        super().__init__(HostMemBackend, _kernels)

@@ -86,7 +86,7 @@ def test_pooled_memory_is_not_reused_while_numpy_views_hold_it(make_view):
 def small_ln_blocks(monkeypatch):
     """Blocks of 8 rows of 96 (tiles of 4 rows), threads from 4096 elements: a
     small input takes every path of a large one."""
-    from rtx_cpu import kernels as K
+    from rtx_cpu import norm_kernels as K
 
     monkeypatch.setattr(K, "_LN_BLOCK", 8 * 96 + 50)  # 8 rows of 96
     monkeypatch.setattr(K, "_LN_TILE", 4 * 96 - 50)  # tiles of 4 rows

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from rtx_cpu import cfused
 from rtx_cpu import fused as CF
 from rtx_cpu.kernels import KERNELS
-from rtxcore.dispatch.types import input_kinds
+from rtxcore.dispatch.fused import input_kinds
 
 pytestmark = pytest.mark.skipif(cfused._compiler() is None, reason="no C compiler")
 

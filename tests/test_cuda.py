@@ -249,7 +249,9 @@ def test_the_backend_carries_cuda_sources():
     assert [s.name for s in SOURCES] == ["divmod.cu", "philox.cu"]
     # and the kernels the Python side launches are all defined there
     text = SOURCES[1].read_text()
-    for name in ("uniform_f32", "uniform_f16", "uniform_f64", "normal_f32", "normal_f64"):
+    for name in ("uniform_f32", "uniform_f16", "uniform_f64"):
+        assert f"RTX_UNIFORM({name}," in text  # (one macro defines the three)
+    for name in ("normal_f32", "normal_f64"):
         assert f'extern "C" __global__ void {name}(' in text
     text = SOURCES[0].read_text()
     for op in ("floor_divide", "remainder"):

@@ -11,20 +11,21 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from . import ops
-from .types import Backend, DType, OutOfMemoryError, View, contiguous_strides
+from .backend import Backend, BackendPlugin, backend_hooks, optional_import
+from .types import DType, OutOfMemoryError, View, contiguous_strides
 
 # Called after every table rebuild (the core uses it to drop per-device caches).
 _listeners: list[Callable[[], None]] = []
 
-__all__ = ["hookimpl", "Backend", "DType", "OutOfMemoryError", "View", "contiguous_strides",
-           "ops"]
+__all__ = ["hookimpl", "Backend", "BackendPlugin", "DType", "OutOfMemoryError", "View",
+           "backend_hooks", "contiguous_strides", "ops", "optional_import"]
 
 
 def __getattr__(name: str) -> Any:
     if name == "hookimpl":
-        import pluggy
+        from .backend import hookimpl_marker
 
-        marker = pluggy.HookimplMarker("rtxcore")
+        marker = hookimpl_marker()
         globals()["hookimpl"] = marker
         return marker
     raise AttributeError(f"module 'rtxcore.dispatch' has no attribute {name!r}")

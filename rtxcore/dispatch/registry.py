@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from . import ops as _ops
-from .types import Backend
+from .backend import Backend
 
 ENTRY_POINT_GROUP = "rtxcore.backends"
 

@@ -1,15 +1,16 @@
-"""The small value types a kernel sees: ``DType``, ``View`` and ``Backend``.
+"""The small value types a kernel sees: DType, View, row-major strides, the out-of-memory error.
 
-Backends import these (through ``rtxcore.dispatch``) and nothing else of the core.
+Backends import these (through ``rtxcore.dispatch``) and nothing else of the
+core; the device descriptor they subclass is ``rtxcore.dispatch.backend.Backend``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-__all__ = ["DType", "View", "Backend", "contiguous_strides"]
+__all__ = ["DType", "OutOfMemoryError", "View", "contiguous_strides"]
 
 
 class DType:
@@ -71,14 +72,8 @@ class View:
 
     __slots__ = ("buffer", "shape", "strides", "offset", "dtype")
 
-    def __init__(
-        self,
-        buffer: Any,
-        shape: tuple[int, ...],
-        strides: tuple[int, ...],
-        offset: int,
-        dtype: DType,
-    ) -> None:
+    def __init__(self, buffer: Any, shape: tuple[int, ...], strides: tuple[int, ...], offset: int,
+                 dtype: DType) -> None:
         self.buffer = buffer
         self.shape = shape
         self.strides = strides
@@ -97,193 +92,3 @@ class View:
             n == 1 or s == c
             for n, s, c in zip(shape, strides, contiguous_strides(shape))
         )
-
-
-class Backend:
-    """Describes one kind of device. Subclass it and return an instance from
-    the ``rtx_backends`` hook.
-
-    Attributes a subclass sets:
-        name: the device type users write (``"cpu"``, ``"opencl"``). Name the
-            plugin's entry point (group ``rtxcore.backends``) the same, so that
-            an import error can be quoted when the device is used and
-            ``RTX_DISABLE_BACKENDS`` reads naturally.
-        distribution: the installed distribution that ships it (for ``rtx info``).
-        version: the backend's version string.
-        shares_host_memory: True only when buffers are host memory the core may
-            hand to NumPy (rtx_cpu). Then ``from_host`` keeps the array it is
-            given and ``to_host`` returns a view, so ``numpy()`` and
-            ``as_tensor`` share memory on the device; otherwise ``from_host``
-            copies and ``to_host`` returns a new array.
-        dlpack_device: the DLPack device type of this backend's memory (1 CPU,
-            2 CUDA), or None when it can't exchange tensors through DLPack. A
-            backend that sets it implements ``to_dlpack`` and ``from_dlpack``.
-        async_errors: True when the device queues work and reading a value back
-            stops the host (CUDA): the core then checks index bounds with a
-            kernel whose flag it reads at the next ``to_host`` or
-            ``synchronize()``, raising the ``IndexError`` there, as PyTorch's
-            device-side asserts do (``rtxcore.ops.checks``). The kernels must
-            then not fault on an out-of-range index (wrap or clamp it).
-
-    Methods a subclass may override (defaults in brackets):
-        is_available() [True], unavailable_reason() [None], device_count() [1],
-        device_name(i) [name:i], dtypes(i) [all nine], op_dtypes(i) [{}: no per-op
-        limits], properties(i) [{}], is_accelerator(i) [True but for cpu],
-        notes() [[]: lines for ``rtx info``, e.g. devices found but left out],
-        view(buffer, shape, strides, offset, dtype) [a :class:`View`],
-        to_dlpack(view, **kw) / from_dlpack(obj, index) [refuse],
-        profiling_start(current) / profiling_stop() [no device-side times].
-    """
-
-    name: str = ""
-    distribution: str = ""
-    version: str = "0"
-    shares_host_memory: bool = False
-    dlpack_device: int | None = None
-    async_errors: bool = False
-
-    def is_available(self) -> bool:
-        return True
-
-    def unavailable_reason(self) -> str | None:
-        """Why the backend can't run here, and what to do about it; None if it can."""
-        return None
-
-    def device_count(self) -> int:
-        return 1
-
-    def device_name(self, index: int) -> str:
-        return f"{self.name}:{index}"
-
-    def properties(self, index: int) -> dict[str, Any]:
-        """Extra facts about device ``index`` shown by ``rtx info``."""
-        return {}
-
-    def dtypes(self, index: int) -> frozenset[str]:
-        """Names of the dtypes device ``index`` supports."""
-        return frozenset(
-            ["bool", "uint8", "int8", "int16", "int32", "int64",
-             "float16", "float32", "float64"]
-        )
-
-    def view(
-        self,
-        buffer: Any,
-        shape: tuple[int, ...],
-        strides: tuple[int, ...],
-        offset: int,
-        dtype: DType,
-    ) -> Any:
-        """Build the object kernels receive for one strided window on ``buffer``."""
-        return View(buffer, shape, strides, offset, dtype)
-
-    def op_dtypes(self, index: int) -> dict[str, frozenset[str]]:
-        """Per-op dtype limits on device ``index``, narrower than ``dtypes``:
-        ``{"matmul": frozenset({"float32", "float64"})}``. The core refuses other
-        dtypes for those ops with a TypeError before the kernel runs (or sends
-        them to the CPU fallback when it is on); the conformance suite tests
-        exactly what is claimed."""
-        return {}
-
-    def is_accelerator(self, index: int) -> bool:
-        """Whether device ``index`` is an accelerator, not the host's own CPU:
-        ``rtxcore.accelerator`` (and so ``torch.accelerator``-style scripts)
-        picks only such devices. The default is True for every backend but cpu."""
-        return self.name != "cpu"
-
-    def notes(self) -> list[str]:
-        """Facts ``rtx info`` shows under the backend (a device left out and why)."""
-        return []
-
-    def fuse(self, program: dict[str, Any], index: int) -> Callable[[list[Any], list[Any]], None] | None:
-        """Optional: a runner for a fused group of elementwise ops (``rtxcore.jit``'s
-        ``fuse_elementwise`` pass makes them), or None to have the core run the
-        group's ops one by one through the kernel table.
-
-        ``program`` (JSON-like, hashable once dumped): ``n`` elements; ``inputs``,
-        the dtype names of the input operands; ``steps``, each ``[op, dtype,
-        operands]`` with ``op`` an elementwise primitive (unary, binary, compare,
-        ``where``, ``cast``, ``copy``), ``dtype`` its result's dtype name and each
-        operand ``["in", i]`` (element ``k`` of input ``i`` for element ``k``),
-        ``["scalar", i]`` (input ``i`` is one element, the same for every ``k``),
-        ``["row", i]`` (element ``k % cols`` of input ``i``: a row vector),
-        ``["col", i]`` (element ``k // cols``: one per row), where the program's
-        ``cols`` is its row length (present only with row or col operands),
-        ``["step", j]`` (an earlier step's result) or ``["const", value]`` (a
-        Python scalar already of the op's dtype); and ``outputs``, the steps
-        whose results are written out. Operands follow the kernel conventions
-        (``rtxcore.dispatch.ops``): a binary op's operands share the result's
-        dtype except comparisons and logical ops (bool results), ``where`` reads
-        a bool condition. The runner is called as ``run(outs, ins)``: ``outs``
-        one contiguous View of ``n`` elements per output, ``ins`` one contiguous
-        View of ``n`` elements per input (one element for a scalar input,
-        ``cols`` for a row input, ``n // cols`` for a col input).
-        An output may be the very memory of an ``"in"`` input (an update in
-        place): write element ``k`` of an output only after reading element
-        ``k`` of the inputs (a broadcast input is never written by its program).
-        A program with ``"reduce"`` ends in a sum, its last step ``["sum",
-        dtype, [["step", j]]]``: over rows of ``cols`` (``"rows"``: that
-        output has ``n // cols`` elements) or over everything (``"all"``: one
-        element). Return None for a ``"reduce"`` the runner doesn't handle.
-        The core asks once per (program, device) and keeps the answer."""
-        return None
-
-    def to_dlpack(self, view: Any, **kwargs: Any) -> Any:
-        """A DLPack capsule sharing ``view``'s memory (``kwargs`` are those of
-        ``__dlpack__``: stream, max_version, ...)."""
-        raise BufferError(f"the {self.name} backend can't export tensors through DLPack")
-
-    def from_dlpack(self, obj: Any, index: int) -> tuple[Any, tuple[int, ...], tuple[int, ...], int]:
-        """(buffer, shape, strides, offset) sharing the memory of ``obj`` (an
-        object with ``__dlpack__`` on this backend's device ``index``); the
-        buffer's ``dtype`` is a NumPy dtype."""
-        raise BufferError(f"the {self.name} backend can't import tensors through DLPack")
-
-    def profiling_start(self, current: Callable[[], Any]) -> bool:
-        """Start timing, on the device, every kernel this backend launches, for
-        ``rtxcore.profiler``; return False when the backend can't (the default:
-        the profiler then has host times only, which is right for a backend
-        whose kernels finish before they return, like rtx_cpu).
-
-        ``current()``, called on the launching thread, returns a tag naming the
-        rtxcore op that launches the kernel: keep it with the kernel's timing.
-        Called once when a profile starts; the path taken when no profile runs
-        should cost nothing extra."""
-        return False
-
-    def profiling_stop(self) -> list[tuple[Any, str, int, int]]:
-        """Stop what ``profiling_start`` started, wait for the kernels it timed,
-        and return one ``(tag, kernel name, start_ns, end_ns)`` per kernel run,
-        times on the host's ``time.perf_counter_ns()`` clock."""
-        return []
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.name!r}>"
-
-
-# -- fused programs (``Backend.fuse``): how each one reads its inputs and writes
-
-def input_kinds(prog: dict[str, Any]) -> list[str]:
-    """How a fused program reads each input: "in", "scalar", "row" or "col"."""
-    kinds = ["in"] * len(prog["inputs"])
-    for _, _, operands in prog["steps"]:
-        for kind, v in operands:
-            if kind in ("scalar", "row", "col"):
-                kinds[v] = kind
-    return kinds
-
-
-def input_sizes(prog: dict[str, Any]) -> list[int]:
-    """The element count of each input of a fused program: ``n`` for "in", 1 for
-    "scalar", the row length ``cols`` for "row", the row count for "col"."""
-    n, cols = prog["n"], prog.get("cols", 0)
-    size = {"in": n, "scalar": 1, "row": cols, "col": n // cols if cols else 0}
-    return [size[k] for k in input_kinds(prog)]
-
-
-def output_sizes(prog: dict[str, Any]) -> list[int]:
-    """The element count of each output of a fused program: ``n``, but for the
-    sum ending a reducing program: one per row (``"rows"``) or one (``"all"``)."""
-    n, last = prog["n"], len(prog["steps"]) - 1
-    red = {"rows": n // prog["cols"] if prog.get("cols") else n, "all": 1}.get(prog.get("reduce"))
-    return [red if red is not None and k == last else n for k in prog["outputs"]]

@@ -6,7 +6,8 @@ from typing import Any
 
 from .. import dtype as D
 from ..device import Device
-from ..dispatch.types import contiguous_strides, input_kinds, input_sizes, output_sizes  # noqa: F401
+from ..dispatch.fused import input_kinds, input_sizes, output_sizes  # noqa: F401
+from ..dispatch.types import contiguous_strides  # noqa: F401
 from ..autograd.grad_mode import no_grad
 from ..dispatch.ops import COMPOSITES
 from ..ops.core import as_view, cstrides, empty, from_host, kernel, own_kernel, ready_device, view_of

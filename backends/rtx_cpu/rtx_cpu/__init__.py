@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from rtxcore.dispatch import Backend, DType, hookimpl
+from rtxcore.dispatch import Backend, DType, backend_hooks
 
 from . import memory
 from .kernels import KERNELS
@@ -52,7 +52,6 @@ class CPUBackend(Backend):
             st = [s * isz for s in strides]
         return np.ndarray(shape, dtype.numpy, buffer, offset * isz, st)
 
-
     def to_dlpack(self, view: np.ndarray, **kwargs: Any) -> Any:
         return view.__dlpack__(**kwargs)
 
@@ -62,11 +61,5 @@ class CPUBackend(Backend):
         return xp.span(np, np.from_dlpack(obj))
 
 
-@hookimpl
-def rtx_backends() -> list[Backend]:
-    return [CPUBackend()]
-
-
-@hookimpl
-def rtx_kernels(backend: str) -> dict[str, Any] | None:
-    return KERNELS if backend == "cpu" else None
+# the plugin's two hooks: a CPUBackend, and KERNELS for device type "cpu"
+rtx_backends, rtx_kernels = backend_hooks(CPUBackend, KERNELS)

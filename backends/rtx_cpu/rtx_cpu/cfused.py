@@ -41,7 +41,7 @@ import warnings
 from typing import Any, Callable
 
 import numpy as np
-from rtxcore.dispatch.types import input_kinds, input_sizes, output_sizes
+from rtxcore.dispatch.fused import elementwise_steps, input_kinds, input_sizes, output_sizes
 
 C_MIN = 1 << 15  # elements: smaller groups stay with NumPy (a call costs ~10 us)
 # (compiled on the machine that runs it, for its own vector instructions)
@@ -71,37 +71,20 @@ def _compiler() -> str | None:
 
 def eligible(program: dict[str, Any]) -> bool:
     """Whether ``program`` compiles to a C loop with NumPy's values."""
-    if program.get("reduce") or program["n"] < C_MIN:
-        return False
-    cols = program.get("cols", 0)
-    if cols and (type(cols) is not int or cols < 1 or program["n"] % cols):
-        return False
-    if any(type(k) is not int or not 0 <= k < len(program["steps"]) for k in program["outputs"]):
+    # (the contract's check of its form comes first: the loop indexes raw memory
+    # with its numbers, and each input's checked size is the size it reads)
+    if elementwise_steps(program) is None or program.get("reduce") or program["n"] < C_MIN:
         return False
     if any(dt not in _C_TYPE for dt in program["inputs"]):
         return False
-    n_in = len(program["inputs"])
-    seen_kind: dict[int, str] = {}
     dtypes: list[str] = []
     for op, dt, operands in program["steps"]:
         if op not in OPS or dt not in _C_TYPE:
             return False
-        for kind, v in operands:
-            if kind == "const":
-                # (a NaN constant's sign and payload would not survive as C's NAN)
-                if not isinstance(v, (bool, int, float)) or v != v:
-                    return False
-            elif kind == "step":
-                if type(v) is not int or not 0 <= v < len(dtypes):
-                    return False
-            elif kind in ("in", "scalar", "row", "col"):
-                # each input read one way: the checked size is the one the loop reads
-                if type(v) is not int or not 0 <= v < n_in or seen_kind.setdefault(v, kind) != kind:
-                    return False
-                if kind in ("row", "col") and not program.get("cols"):
-                    return False
-            else:
-                return False
+        # (a NaN constant's sign and payload would not survive as C's NAN)
+        if any(kind == "const" and (not isinstance(v, (bool, int, float)) or v != v)
+               for kind, v in operands):
+            return False
         kinds = [_operand_dtype(program, dtypes, kind, v) for kind, v in operands]
         if op in _BINARY or op in _UNARY and op != "cast":
             # the core promotes first: every tensor operand has the step's dtype

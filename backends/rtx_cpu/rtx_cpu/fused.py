@@ -21,13 +21,15 @@ from typing import Any, Callable
 import os
 
 import numpy as np
+from rtxcore.dispatch.fused import elementwise_steps
+from rtxcore.dispatch.threads import requested as requested_threads
 
 BLOCK = 1 << 16
 
 
 def runner(program: dict[str, Any], kernels: dict[str, Callable[..., None]]) -> Callable[..., None] | None:
     steps = program["steps"]
-    if any(op not in kernels for op, _, _ in steps):
+    if elementwise_steps(program) is None or any(op not in kernels for op, _, _ in steps):
         return None
     from . import cfused
 
@@ -36,8 +38,6 @@ def runner(program: dict[str, Any], kernels: dict[str, Callable[..., None]]) -> 
         return compiled
     n = program["n"]
     reduce = program.get("reduce")
-    if reduce not in (None, "rows", "all") or (reduce and steps[-1][0] != "sum"):
-        return None
     last_step = len(steps) - 1 if reduce else -1  # the sum ending the group
     outputs = {k: j for j, k in enumerate(program["outputs"])}
     plan = [(kernels[op], np.dtype(dt if dt != "bool" else np.bool_), operands)
@@ -172,9 +172,7 @@ _pool: Any = None
 def threads() -> int:
     """Threads a large group's blocks are spread over: ``rtxcore.set_num_threads``'
     value, else the CPUs this process may run on (at most 8)."""
-    from rtxcore import _settings
-
-    return _settings._threads or _CPUS
+    return requested_threads() or _CPUS
 
 
 def pool() -> Any:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rtxcore.dispatch import Backend, DType, hookimpl
+from rtxcore.dispatch import Backend, DType, backend_hooks, hookimpl
 
 from . import runtime
 
@@ -68,9 +68,15 @@ class CUDABackend(Backend):
             return xp.span(runtime.cp, runtime.cp.from_dlpack(obj))
 
 
-@hookimpl
-def rtx_backends() -> list[Backend]:
-    return [CUDABackend()]
+def _kernels() -> dict[str, Any]:
+    from .kernels import KERNELS  # (builds nothing of CuPy until a kernel runs)
+
+    return KERNELS
+
+
+# the plugin's hooks: a CUDABackend, its KERNELS (imported when cuda is first
+# used), and the nccl communication backend
+rtx_backends, rtx_kernels = backend_hooks(CUDABackend, _kernels)
 
 
 @hookimpl
@@ -79,12 +85,3 @@ def rtx_comm_backends() -> list[Any]:
     from .nccl import NCCLBackend
 
     return [NCCLBackend]
-
-
-@hookimpl
-def rtx_kernels(backend: str) -> dict[str, Any] | None:
-    if backend != "cuda":
-        return None
-    from .kernels import KERNELS  # (builds nothing of CuPy until a kernel runs)
-
-    return KERNELS

@@ -21,6 +21,8 @@ import re
 from typing import Any, Callable
 
 import numpy as np
+from rtxcore.dispatch import cexpr as CX
+from rtxcore.dispatch.fused import elementwise_steps
 
 from . import runtime as R
 
@@ -30,42 +32,10 @@ CTYPE = {"bool": "bool", "int8": "signed char", "int16": "short", "int32": "int"
          "float64": "double"}
 FLOATS = ("float32", "float64")
 
-# op -> (expression on floats, expression on integers or bool; None: undefined).
-# ``a``, ``b``, ``c`` are the operands, ``T`` the operands' C++ type. CUDA's
-# math functions are overloaded on float and double (tanh(float) is tanhf).
-UNARY = {
-    "neg": ("-a", "-a"),
-    "abs": ("fabs(a)", "(a < 0 ? -a : a)"),
-    "sign": ("(isnan(a) ? a : (T)((a > 0) - (a < 0)))", "(T)((a > 0) - (a < 0))"),
-    "exp": ("exp(a)", None),
-    "log": ("log(a)", None),
-    "sqrt": ("sqrt(a)", None),
-    "sin": ("sin(a)", None),
-    "cos": ("cos(a)", None),
-    "tanh": ("tanh(a)", None),
-    "reciprocal": ("(T)1 / a", None),
-    "floor": ("floor(a)", "a"),
-    "logical_not": ("!a", "!a"),
-    "copy": ("a", "a"),
-    "cast": ("a", "a"),
-}
-BINARY = {
-    "add": ("a + b", "a + b"),
-    "sub": ("a - b", "a - b"),
-    "mul": ("a * b", "a * b"),
-    "div": ("a / b", None),
-    "pow": ("pow(a, b)", None),
-    "maximum": ("((isnan(a) || a > b) ? a : b)", "(a > b ? a : b)"),
-    "minimum": ("((isnan(a) || a < b) ? a : b)", "(a < b ? a : b)"),
-    "logical_and": ("(a != 0) && (b != 0)", "(a != 0) && (b != 0)"),
-    "logical_or": ("(a != 0) || (b != 0)", "(a != 0) || (b != 0)"),
-    "eq": ("a == b", "a == b"), "ne": ("a != b", "a != b"),
-    "lt": ("a < b", "a < b"), "le": ("a <= b", "a <= b"),
-    "gt": ("a > b", "a > b"), "ge": ("a >= b", "a >= b"),
-}
-TERNARY = {"where": ("a ? b : c", "a ? b : c")}
-_COMPARE = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or"}
-_TOKEN = re.compile(r"\b([abcT])\b")
+# op -> (expression on floats, on integers or bool): the contract's C expressions
+# (``CT`` the operands' C type, ``ISNAN`` C's isnan: both replaced per step)
+UNARY, BINARY, TERNARY = dict(CX.UNARY), dict(CX.BINARY), dict(CX.TERNARY)
+_TOKEN = re.compile(r"\b(a|b|c|CT|ISNAN)\b")
 BLOCK = 256
 MAX_BLOCKS = 4096  # a grid-stride loop past this: ~1M threads fill any current GPU
 
@@ -90,25 +60,27 @@ def _literal(v: Any, dtype: str) -> str:
 
 
 # unsigned and bool operands: no comparisons with zero (NVRTC warns they're pointless)
-_UNSIGNED = {"abs": "a", "sign": "(T)(a != 0)"}
+_UNSIGNED = {"abs": "a", "sign": "(CT)(a != 0)"}
 
 
 def _expression(op: str, dtype: str) -> str:
     if dtype in ("uint8", "bool") and op in _UNSIGNED:
         return _UNSIGNED[op]
     table = UNARY if op in UNARY else BINARY if op in BINARY else TERNARY
-    fl, it = table[op]
-    expr = fl if dtype in FLOATS else it
-    if expr is None:
-        raise TypeError(f"cuda fused: {op} is not defined for {dtype}")
-    return expr
+    return CX.pick(table, op, dtype, dtype in FLOATS, "cuda fused")
 
 
 def supported(program: dict[str, Any]) -> bool:
+    """Whether ``runner`` makes a kernel of ``program``: a program of the
+    contract's form (``rtxcore.dispatch.fused``) whose steps are all in the
+    tables, on dtypes with a C type here."""
+    steps = elementwise_steps(program)
+    if steps is None:
+        return False
     dtypes = set(program["inputs"]) | {dt for _, dt, _ in program["steps"]}
     if not dtypes <= set(CTYPE):
         return False  # float16, complex, ...
-    for op, dt, _ in program["steps"][:-1] if program.get("reduce") else program["steps"]:
+    for op, dt, _ in steps:
         if op not in UNARY and op not in BINARY and op not in TERNARY:
             return False
         if op == "pow" and dt not in FLOATS:
@@ -150,7 +122,7 @@ def source(program: dict[str, Any], name: str = "fused") -> str:
                  step_dt[v] if kind == "step" else None for kind, v in operands]
         # the type the op computes in: its operands' (comparisons, logical ops,
         # cast) or its result's
-        if op in _COMPARE or op in ("cast", "logical_not"):
+        if op in CX.COMPARISONS or op in ("cast", "logical_not"):
             opnd = next((d for d in known if d is not None), dt)
         else:
             opnd = dt
@@ -162,9 +134,8 @@ def source(program: dict[str, Any], name: str = "fused") -> str:
                 names.append(f"s{v}")
             else:
                 names.append(_literal(v, "bool" if op == "where" and j == 0 else opnd))
-        sub = dict(zip("abc", names), T=CTYPE[opnd])
-        expr = _TOKEN.sub(lambda m: sub[m.group(1)] if m.group(1) == "T" else f"({sub[m.group(1)]})",
-                          _expression(op, opnd))
+        sub = {**{v: f"({x})" for v, x in zip("abc", names)}, "CT": CTYPE[opnd], "ISNAN": "isnan"}
+        expr = _TOKEN.sub(lambda m: sub[m.group(1)], _expression(op, opnd))
         body.append(f"const {CTYPE[dt]} s{k} = ({CTYPE[dt]})({expr});")
     body += [f"o{j}[i] = s{k};" for j, k in enumerate(outs) if k < len(steps)]
     if reduce == "rows":
@@ -205,9 +176,6 @@ _compiled: dict[tuple[str, int], Any] = {}
 
 
 def runner(program: dict[str, Any]) -> Callable[[list[Any], list[Any]], None] | None:
-    if program.get("reduce") not in (None, "rows", "all") or \
-            (program.get("reduce") and program["steps"][-1][0] != "sum"):
-        return None
     if not supported(program):
         return None
     try:

@@ -29,26 +29,18 @@ __device__ __forceinline__ double unit_f64(uint4 r)
 #define ELEMENT long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; \
                 if (i >= n) return; uint4 r = philox(ctr + i, key);
 
-extern "C" __global__ void uniform_f32(float* out, long long n, float low, float span,
-                                       unsigned long long key, unsigned long long ctr)
-{
-    ELEMENT
-    out[i] = low + unit_f32(r) * span;
+// uniform_f32, uniform_f16 (drawn as float: the host casts), uniform_f64:
+// out[i] = low + unit * span
+#define RTX_UNIFORM(NAME, T, UNIT) \
+extern "C" __global__ void NAME(T* out, long long n, T low, T span, \
+                                unsigned long long key, unsigned long long ctr) \
+{ \
+    ELEMENT \
+    out[i] = low + UNIT(r) * span; \
 }
-
-extern "C" __global__ void uniform_f16(float* out, long long n, float low, float span,
-                                       unsigned long long key, unsigned long long ctr)
-{
-    ELEMENT
-    out[i] = low + unit_f16(r) * span;
-}
-
-extern "C" __global__ void uniform_f64(double* out, long long n, double low, double span,
-                                       unsigned long long key, unsigned long long ctr)
-{
-    ELEMENT
-    out[i] = low + unit_f64(r) * span;
-}
+RTX_UNIFORM(uniform_f32, float, unit_f32)
+RTX_UNIFORM(uniform_f16, float, unit_f16)
+RTX_UNIFORM(uniform_f64, double, unit_f64)
 
 // standard normal by Box-Muller; u1 in (0, 1] so the log is finite
 extern "C" __global__ void normal_f32(float* out, long long n, float mean, float std,

@@ -11,6 +11,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from rtxcore.dispatch import optional_import
+
 cp: Any = None  # cupy, once imported
 
 _lock = threading.Lock()
@@ -33,27 +35,25 @@ def _explain(exc: BaseException) -> str:
             "check the NVIDIA driver with nvidia-smi")
 
 
+def _find() -> tuple[Any, int, str | None]:
+    """(cupy or None, the device count, why the backend can't run here or None)."""
+    cupy, problem = optional_import("cupy", "CuPy", FIX_NO_CUPY)
+    if cupy is None:
+        return None, 0, problem
+    try:
+        n = int(cupy.cuda.runtime.getDeviceCount())
+    except Exception as exc:  # CUDARuntimeError: no driver, old driver, no device
+        return cupy, 0, _explain(exc)
+    if n == 0:
+        return cupy, 0, "no CUDA device found; run on a machine with an NVIDIA GPU"
+    return cupy, n, None
+
+
 def _probe() -> None:
     global cp, _count, _problem
     with _lock:
-        if _count is not None:
-            return
-        try:
-            import cupy
-
-            cp = cupy
-        except Exception as exc:  # ImportError, or a broken install
-            _count, _problem = 0, f"CuPy is not importable ({type(exc).__name__}: {exc}); {FIX_NO_CUPY}"
-            return
-        try:
-            n = int(cupy.cuda.runtime.getDeviceCount())
-        except Exception as exc:  # CUDARuntimeError: no driver, old driver, no device
-            _count, _problem = 0, _explain(exc)
-            return
-        if n == 0:
-            _count, _problem = 0, "no CUDA device found; run on a machine with an NVIDIA GPU"
-            return
-        _count, _problem = n, None
+        if _count is None:
+            cp, _count, _problem = _find()
 
 
 def problem() -> str | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rtxcore.dispatch import Backend, hookimpl
+from rtxcore.dispatch import Backend, backend_hooks
 
 from . import runtime
 from .kernels import KERNELS
@@ -88,11 +88,5 @@ class OpenCLBackend(Backend):
         return frozenset(names)
 
 
-@hookimpl
-def rtx_backends() -> list[Backend]:
-    return [OpenCLBackend()]
-
-
-@hookimpl
-def rtx_kernels(backend: str) -> dict[str, Any] | None:
-    return KERNELS if backend == "opencl" else None
+# the plugin's two hooks: an OpenCLBackend, and KERNELS for device type "opencl"
+rtx_backends, rtx_kernels = backend_hooks(OpenCLBackend, KERNELS)

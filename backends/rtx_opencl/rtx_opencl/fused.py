@@ -14,12 +14,13 @@ import re
 from typing import Any, Callable
 
 import numpy as np
+from rtxcore.dispatch.cexpr import COMPARISONS
+from rtxcore.dispatch.fused import elementwise_steps
 
 from . import codegen as C
-from . import kernels as K
+from . import launch as L
 
 _TOKEN = re.compile(r"\b([abc])\b")
-_LOGICAL = {"logical_and", "logical_or", "logical_not"}
 
 
 def _table(op: str) -> dict:
@@ -49,7 +50,7 @@ WIDTH = C.WIDTH  # floats per work-item in the vector form: PoCL vectorises buil
 
 def vectorizable(program: dict[str, Any]) -> bool:
     """float32 throughout and only ops whose expression reads the same on float8."""
-    steps = program["steps"][:-1] if program.get("reduce") else program["steps"]
+    steps = elementwise_steps(program) or []
     return (all(dt == "float32" for dt in program["inputs"])
             and all(op in _VECTOR_OPS and dt == "float32" for op, dt, _ in steps)
             and all(dt == "float32" for _, dt, _ in program["steps"])
@@ -105,7 +106,7 @@ def source(program: dict[str, Any], width: int = 1) -> tuple[str, list[str]]:
         known = [dtype_of(o) for o in operands]
         if op == "where":
             opnd = dt
-        elif op in C.BINARY and (op in ("eq", "ne", "lt", "le", "gt", "ge") or op in _LOGICAL):
+        elif op in COMPARISONS:
             opnd = next(d for d in known if d is not None)
         elif op in ("cast", "logical_not"):
             opnd = known[0] or dt
@@ -197,11 +198,10 @@ def _reducing(program: dict[str, Any], width: int, params: list[str], kinds: lis
 
 
 def runner(program: dict[str, Any]) -> Callable[..., None] | None:
-    steps = program["steps"]
-    if program.get("reduce") not in (None, "rows", "all") or \
-            (program.get("reduce") and steps[-1][0] != "sum"):
+    steps = elementwise_steps(program)
+    if steps is None:
         return None
-    for op, dt, operands in steps[:-1] if program.get("reduce") else steps:
+    for op, dt, operands in steps:
         if op not in C.UNARY and op not in C.BINARY and op not in C.TERNARY:
             return None
         if op == "pow" and dt not in C.FLOATS:
@@ -223,16 +223,16 @@ def runner(program: dict[str, Any]) -> Callable[..., None] | None:
         args = _args(outs, ins)
         done = 0
         if vector:
-            kv = K._kernel(dev, key + (WIDTH,), lambda: source(program, WIDTH))
+            kv = L.kernel(dev, key + (WIDTH,), lambda: source(program, WIDTH))
             m = n // WIDTH
-            K._enqueue(dev, kv, m, args)
+            L.enqueue(dev, kv, m, args)
             done = m * WIDTH
         if done < n:  # the tail (or all of it) one element per work-item
-            k = K._kernel(dev, key, lambda: source(program))
+            k = L.kernel(dev, key, lambda: source(program))
             if done:
                 k(dev.queue, (n - done,), (1,), *args, global_offset=(done,))
             else:
-                K._enqueue(dev, k, n, args)
+                L.enqueue(dev, k, n, args)
 
     return run
 
@@ -257,7 +257,7 @@ def _reduce_runner(program: dict[str, Any], key: tuple, vector: bool) -> Callabl
         def run(outs: list[Any], ins: list[Any]) -> None:
             dev = outs[0].buffer.dev
             args = _args(outs, ins)
-            K._enqueue(dev, K._kernel(dev, key, lambda: source(program, width)), rows, args)
+            L.enqueue(dev, L.kernel(dev, key, lambda: source(program, width)), rows, args)
 
         return run
     chunk = max(CHUNK, -(-n // PARTS))
@@ -268,10 +268,10 @@ def _reduce_runner(program: dict[str, Any], key: tuple, vector: bool) -> Callabl
         j = program["outputs"].index(len(program["steps"]) - 1)
         part = dev.alloc(parts * item, f"{parts} x {dt}")
         args = _args(outs, ins)
-        K._enqueue(dev, K._kernel(dev, key, lambda: source(program, width)), parts,
-                   args + [part.mem, chunk])
-        k2 = K._kernel(dev, key + ("k2",), lambda: (source(program, width)[0],
-                                                      ["buf", "long", "buf", "long"]), "k2")
+        L.enqueue(dev, L.kernel(dev, key, lambda: source(program, width)), parts,
+                  args + [part.mem, chunk])
+        k2 = L.kernel(dev, key + ("k2",), lambda: (source(program, width)[0],
+                                                   ["buf", "long", "buf", "long"]), "k2")
         k2(dev.queue, (1,), (1,), outs[j].buffer.mem, outs[j].offset, part.mem, parts)
 
     return run_all

@@ -1,5 +1,6 @@
-"""Matmul on OpenCL: register-blocked kernels written for CPUs (PoCL), and
-CLBlast's GEMM (through ``pyclblast``) on request.
+"""Matmul on OpenCL: register-blocked kernels for CPUs (PoCL), a simple fallback, CLBlast's GEMM.
+
+``matmul`` is the kernel rtx_opencl's table holds; it picks among the three.
 
     out[b] = a[b] @ b[b]      a: (B, n, k)   b: (B, k, m)   out: (B, n, m)
 
@@ -26,16 +27,26 @@ instead of vload/vstore in the hot loops.
 
 from __future__ import annotations
 
-from typing import Any
+from math import prod
+from typing import Any, Callable
 
 import numpy as np
 
-def _vec_shape(acc: str) -> tuple[int, int]:
-    """(RM rows, RV vectors of 8 columns) per work item: 12 vector accumulators,
-    which with two b vectors and one broadcast fill the 16 AVX registers."""
-    if acc in ("double", "long"):
-        return 6, 1
-    return 6, 2
+from rtxcore.dispatch import View
+
+from . import blas as BLAS
+from . import codegen as C
+from . import elementwise as E
+from . import launch as L
+from . import runtime as R
+
+
+def _tile(acc: str) -> tuple[int, int, int]:
+    """(RM rows, RV vectors of 8 columns, BN = 8 * RV columns) per work item: 12
+    vector accumulators, which with two b vectors and one broadcast fill the 16
+    AVX registers."""
+    rv = 1 if acc in ("double", "long") else 2
+    return 6, rv, 8 * rv
 
 
 _SIG = """(__global {T}* restrict out, long o_off, long os0, long os1, long os2,
@@ -55,14 +66,43 @@ def _cvt(acc: str, ctype: str, expr: str, width: int | None = None) -> str:
     return f"convert_{acc}{width or ''}({expr})"
 
 
-def _vec_kernel(ctype: str, acc: str) -> str:
-    """b and out with column stride 1: b read straight from memory, 8 at a time."""
-    RM, RV = _vec_shape(acc)
-    BN = 8 * RV
+def _accumulators(w: Any, pad: str, ctype: str, A8: str, RM: int, RV: int) -> None:
+    """A work item's RM row pointers into a (rows past n clamped to the last:
+    computed redundantly, never stored) and its RM x RV vector accumulators."""
+    for r in range(RM):
+        w(f"{pad}__global const {ctype}* ap{r} = "
+          f"a + (long)(row0 + {r} < n ? row0 + {r} : n - 1) * as1;")
+        for v in range(RV):
+            w(f"{pad}{A8} c{r}_{v} = ({A8})(0);")
+
+
+def _multiply_add(w: Any, pad: str, ctype: str, acc: str, A8: str, RM: int, RV: int) -> None:
+    """One k step: each row's element of a, broadcast, times b's RV vectors ``b<v>``."""
+    for r in range(RM):
+        w(f"{pad}const {A8} a{r} = ({A8})({_cvt(acc, ctype, f'ap{r}[0]')}); ap{r} += as2;")
+        for v in range(RV):
+            w(pad + _mac(acc, f"a{r}", f"b{v}", f"c{r}_{v}"))
+
+
+def _store_rows(w: Any, pad: str, ctype: str, acc: str, RM: int, RV: int,
+                store: Callable[[int, str], list[str]]) -> None:
+    """Each row of the block below n: its pointer ``op`` into out, then the
+    lines ``store(v, value)`` gives for each of its RV accumulator vectors."""
+    for r in range(RM):
+        w(f"{pad}if (row0 + {r} < n) {{")
+        w(f"{pad}    __global {ctype}* op = out + (long)(row0 + {r}) * os1 + (long)col0 * os2;")
+        for v in range(RV):
+            for line in store(v, _cvt(ctype, acc, f"c{r}_{v}", 8)):
+                w(f"{pad}    {line}")
+        w(f"{pad}}}")
+
+
+def _vec_kernel(w: Any, ctype: str, acc: str) -> None:
+    """Write (``w``, a line at a time) the kernel for b and out with column
+    stride 1: b read straight from memory, 8 at a time."""
+    RM, RV, BN = _tile(acc)
     name = "matmul_vec_u"
     A8 = f"{acc}8"
-    L = []
-    w = L.append
     w(f"__kernel void {name}" + _SIG.format(T=ctype) + "\n{")
     w(f"    /* work item -> RM={RM} rows x BN={BN} columns of out[batch] */")
     w(f"    const int col0 = get_global_id(0) * {BN};")
@@ -73,28 +113,17 @@ def _vec_kernel(ctype: str, acc: str) -> str:
     w(f"    if (col0 + {BN} <= m) {{")
     w("        /* ---- fast path: full column block; rows past n are clamped")
     w("           (computed redundantly, never stored) ---- */")
-    for r in range(RM):
-        w(f"        __global const {ctype}* ap{r} = a + (long)(row0 + {r} < n ? row0 + {r} : n - 1) * as1;")
-        for v in range(RV):
-            w(f"        {A8} c{r}_{v} = ({A8})(0);")
+    _accumulators(w, " " * 8, ctype, A8, RM, RV)
     w("        __global const %s* bp = b + (long)col0 * bs2;" % ctype)
     w("        for (int kk = 0; kk < k; ++kk) {")
     for v in range(RV):
         ld = f"*(__global const {ctype}8u*)(bp + {8 * v})"
         w(f"            const {A8} b{v} = {_cvt(acc, ctype, ld, 8)};")
-    for r in range(RM):
-        w(f"            const {A8} a{r} = ({A8})({_cvt(acc, ctype, f'ap{r}[0]')}); ap{r} += as2;")
-        for v in range(RV):
-            w("            " + _mac(acc, f"a{r}", f"b{v}", f"c{r}_{v}"))
+    _multiply_add(w, " " * 12, ctype, acc, A8, RM, RV)
     w("            bp += bs1;")
     w("        }")
-    for r in range(RM):
-        w(f"        if (row0 + {r} < n) {{")
-        w(f"            __global {ctype}* op = out + (long)(row0 + {r}) * os1 + (long)col0 * os2;")
-        for v in range(RV):
-            val = _cvt(ctype, acc, f"c{r}_{v}", 8)
-            w(f"            *(__global {ctype}8u*)(op + {8 * v}) = {val};")
-        w("        }")
+    _store_rows(w, " " * 8, ctype, acc, RM, RV,
+                lambda v, val: [f"*(__global {ctype}8u*)(op + {8 * v}) = {val};"])
     w("    } else {")
     w("        /* ---- slow path: partial column block, scalar dot products ---- */")
     w(f"        for (int r = row0; r < row0 + {RM} && r < n; ++r)")
@@ -109,15 +138,12 @@ def _vec_kernel(ctype: str, acc: str) -> str:
     w("        }")
     w("    }")
     w("}")
-    return "\n".join(L)
 
 
-def _pack_kernels(ctype: str, acc: str) -> str:
-    RM, RV = _vec_shape(acc)
-    BN = 8 * RV
+def _pack_kernels(w: Any, ctype: str, acc: str) -> None:
+    """Write (``w``, a line at a time) ``pack_b`` and the kernel that reads its panels."""
+    RM, RV, BN = _tile(acc)
     A8 = f"{acc}8"
-    L = []
-    w = L.append
     w(f"""/* Pack b (any strides) into column panels of width {BN}:
    pk[((bt * npan + p) * k + kk) * {BN} + j] = b[bt, kk, p*{BN} + j]  (0 past m).
    Gives the matmul unit-stride, aligned, TLB-friendly streaming of b and
@@ -147,34 +173,21 @@ __kernel void pack_b(__global {acc}* restrict pk,
     w("    if (row0 >= n || col0 >= m) return;")
     w("    a += a_off + bt * as0;  out += o_off + bt * os0;")
     w(f"    __global const {A8}* bp = (__global const {A8}*)(pk + bt * pk_bstride + (long)pan * k * {BN});")
-    for r in range(RM):
-        w(f"    __global const {ctype}* ap{r} = a + (long)(row0 + {r} < n ? row0 + {r} : n - 1) * as1;")
-        for v in range(RV):
-            w(f"    {A8} c{r}_{v} = ({A8})(0);")
+    _accumulators(w, " " * 4, ctype, A8, RM, RV)
     w("    for (int kk = 0; kk < k; ++kk) {")
     for v in range(RV):
         w(f"        const {A8} b{v} = bp[{v}];")
-    for r in range(RM):
-        w(f"        const {A8} a{r} = ({A8})({_cvt(acc, ctype, f'ap{r}[0]')}); ap{r} += as2;")
-        for v in range(RV):
-            w("        " + _mac(acc, f"a{r}", f"b{v}", f"c{r}_{v}"))
+    _multiply_add(w, " " * 8, ctype, acc, A8, RM, RV)
     w(f"        bp += {RV};")
     w("    }")
     w(f"    const bool vec_store = col0 + {BN} <= m && os2 == 1;")
-    for r in range(RM):
-        w(f"    if (row0 + {r} < n) {{")
-        w(f"        __global {ctype}* op = out + (long)(row0 + {r}) * os1 + (long)col0 * os2;")
-        for v in range(RV):
-            val = _cvt(ctype, acc, f"c{r}_{v}", 8)
-            w(f"        {{ const {ctype}8 t = {val};")
-            w(f"          if (vec_store) *(__global {ctype}8u*)(op + {8 * v}) = t;")
-            w("          else {")
-            for i in range(8):
-                w(f"            if (col0 + {8 * v + i} < m) op[{8 * v + i}L * os2] = t.s{i};")
-            w("          }}")
-        w("    }")
+    _store_rows(w, " " * 4, ctype, acc, RM, RV, lambda v, val: [
+        f"{{ const {ctype}8 t = {val};",
+        f"  if (vec_store) *(__global {ctype}8u*)(op + {8 * v}) = t;",
+        "  else {",
+        *(f"    if (col0 + {8 * v + i} < m) op[{8 * v + i}L * os2] = t.s{i};" for i in range(8)),
+        "  }}"])
     w("}")
-    return "\n".join(L)
 
 
 def source(ctype: str, acc: str) -> str:
@@ -183,7 +196,11 @@ def source(ctype: str, acc: str) -> str:
         head += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
     head += (f"typedef {ctype}8 {ctype}8u __attribute__((aligned(sizeof({ctype}))));"
              "  /* unaligned vector */\n")
-    return head + _pack_kernels(ctype, acc) + "\n\n" + _vec_kernel(ctype, acc) + "\n"
+    lines: list[str] = []
+    _pack_kernels(lines.append, ctype, acc)
+    lines.append("")
+    _vec_kernel(lines.append, ctype, acc)
+    return head + "\n".join(lines) + "\n"
 
 
 _I64, _I32 = np.int64, np.int32
@@ -207,8 +224,7 @@ def launch(dev: Any, kernels: dict[str, Any], itemsize: int,
     """Enqueue out[i] = a[i] @ b[i] for i < B. ``out``, ``a``, ``b`` are
     (buffer, offset, (batch stride, row stride, col stride)) in elements;
     ``out`` has column stride 1 or any strides (then stored element by element)."""
-    RM, RV = _vec_shape("double" if itemsize == 8 else "float")
-    BN = 8 * RV
+    RM, RV, BN = _tile("double" if itemsize == 8 else "float")
     npan = _ceil(m, BN)
     q = dev.queue
     (ob, oo, ost), (ab, ao, ast), (bb, bo, bst) = out, a, b
@@ -224,3 +240,94 @@ def launch(dev: Any, kernels: dict[str, Any], itemsize: int,
     gn = _ceil(_ceil(n, RM), VEC_L1) * VEC_L1
     kernels["matmul_vecp"](q, (npan, gn, B), (1, VEC_L1, 1), ob, oo, *ost, ab, ao, *ast,
                            scratch.mem, 0 if nbp == 1 else panel, n, k, m)
+
+
+# -- the fallback kernel: one dot product per work item -------------------------------
+
+
+def simple_source(dt: str, rank: int) -> tuple[str, list[str]]:
+    """One work item per output element: a dot product of length K along a's
+    row and b's column (the fallback for shapes the tiled kernel doesn't take)."""
+    params, kinds = C.ptr_params("out", dt, rank, False)
+    for name in ("pa", "pb"):
+        p, k = C.ptr_params(name, dt, rank)
+        params += p
+        kinds += k
+    params += ["long ask", "long bsk", "long K"] + [f"long n{d}" for d in range(1, rank)]
+    kinds += ["long"] * (3 + rank - 1)
+    ct = C.CTYPE[dt][1]
+    acc = {"float16": "float", "bool": "int"}.get(dt, ct)
+    body = (C.index_math(rank, ["out", "pa", "pb"])
+            + f"""
+    {acc} acc = 0;
+    for (long kk = 0; kk < K; kk++)
+        acc += ({acc}){C.load(dt, 'pa', 'p_pa + kk * ask')} * ({acc}){C.load(dt, 'pb', 'p_pb + kk * bsk')};
+    {C.store(dt, 'out', 'p_out', 'acc')}""")
+    return C.kernel_source(f"matmul {dt}, one dot product per work item", {dt}, params, body), kinds
+
+
+# -- the kernel the table holds ------------------------------------------------------------
+
+
+def _matmul_simple(out: View, a: View, b: View) -> None:
+    *batch, n, m = out.shape
+    dev = out.buffer.dev
+    nb = len(batch)
+    # the output's index space (batch..., n, m); a doesn't vary along m, b along n
+    sa = tuple(a.strides[:nb]) + (a.strides[-2], 0)
+    sb = tuple(b.strides[:nb]) + (0, b.strides[-1])
+    dims, (ost, ast, bst) = L.coalesce(out.shape, [out.strides, sa, sb])
+    dt, rank = out.dtype.name, len(dims)
+    k = L.kernel(dev, ("matmul_simple", dt, rank), lambda: simple_source(dt, rank))
+    L.enqueue(dev, k, prod(out.shape), [out.buffer.mem, out.offset, *ost, a.buffer.mem, a.offset,
+                                        *ast, b.buffer.mem, b.offset, *bst, a.strides[-1],
+                                        b.strides[-2], a.shape[-1], *dims[1:]])
+
+
+def _matmul_kernels(dev: R.Device, dt: str) -> dict[str, Any]:
+    key = ("matmul", dt)
+    ks = dev.programs.get(key)
+    if ks is None:
+        def bind(prg: Any) -> dict[str, Any]:
+            ks = {}
+            for name, arg_dtypes in ARG_DTYPES.items():
+                ks[name] = R.cl.Kernel(prg, name)
+                ks[name].set_scalar_arg_dtypes(arg_dtypes)
+            return ks
+
+        ct = C.CTYPE[dt][1]
+        ks = dev.launcher(key, lambda: dev.build(source(ct, ct), f"matmul ({dt})"), bind)
+    return ks
+
+
+def matmul(out: View, a: View, b: View) -> None:
+    *batch, n, m = out.shape
+    K = a.shape[-1]
+    if prod(out.shape) == 0:
+        return
+    if K == 0:
+        return E.full(out, 0)
+    dt = out.dtype.name
+    if dt in ("bool", "float16"):  # (bool: logical; half: accumulates in float)
+        return _matmul_simple(out, a, b)
+    if BLAS.enabled() and BLAS.gemm(out, a, b):
+        return
+    dev = out.buffer.dev
+    nb = len(batch)
+    if nb:
+        bdims, (obs, abs_, bbs) = L.coalesce(tuple(batch), [out.strides[:nb], a.strides[:nb],
+                                                            b.strides[:nb]])
+    else:
+        bdims, (obs, abs_, bbs) = [1], ([0], [0], [0])
+    ks = _matmul_kernels(dev, dt)
+    isz = out.dtype.itemsize
+    # the kernels take one batch dim; further (rare: non-mergeable) ones loop here
+    for idx in np.ndindex(*bdims[:-1]):
+        oo = out.offset + sum(i * s for i, s in zip(idx, obs))
+        ao = a.offset + sum(i * s for i, s in zip(idx, abs_))
+        bo = b.offset + sum(i * s for i, s in zip(idx, bbs))
+        launch(dev, ks, isz,
+               (out.buffer.mem, oo, (obs[-1], out.strides[-2], out.strides[-1])),
+               (a.buffer.mem, ao, (abs_[-1], a.strides[-2], a.strides[-1])),
+               (b.buffer.mem, bo, (bbs[-1], b.strides[-2], b.strides[-1])),
+               bdims[-1], n, K, m)

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from rtxcore.dispatch import OutOfMemoryError as _CoreOutOfMemoryError
+from rtxcore.dispatch import optional_import
 
 cl: Any = None  # pyopencl, once imported
 
@@ -205,13 +206,9 @@ def _discover() -> None:
     with _lock:
         if _devices is not None:
             return
-        try:
-            import pyopencl
-
-            cl = pyopencl
-        except Exception as exc:  # ImportError, or a broken install
+        cl, _problem = optional_import("pyopencl", "PyOpenCL", FIX_NO_PYOPENCL)
+        if cl is None:
             _devices = []
-            _problem = f"PyOpenCL is not importable ({type(exc).__name__}: {exc}); {FIX_NO_PYOPENCL}"
             return
         try:
             platforms = cl.get_platforms()

@@ -117,6 +117,8 @@ KERNELS = {
 
 
 # -- the plugin: two hooks --------------------------------------------------------------
+# (spelled out here; ``rtx_backends, rtx_kernels = rtxcore.dispatch.backend_hooks(
+# TemplateBackend, KERNELS)`` makes the same two, as rtx_cpu and rtx_opencl do)
 
 
 @hookimpl

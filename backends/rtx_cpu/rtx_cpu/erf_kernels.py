@@ -1,0 +1,235 @@
+"""erf on NumPy, vectorised, and the GELU (forward and gradient) built on it.
+
+NumPy has no erf; these are rtx_cpu's kernels for the ``erf``, ``gelu`` and
+``gelu_backward`` composites (``kernels.KERNELS`` lists them).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+# -- erf, vectorised (NumPy has none; math.erf element by element costs ~0.1 s per
+# million). float64: fdlibm's piecewise rational approximations (s_erf.c, < 1 ulp),
+# each evaluated on its own elements only. float32 (and float16, through float32):
+# one rational function of x**2 on x clipped to [-4, 4] (Eigen's and XLA's float
+# erf; max error 4e-7, about 3 float32 ulps near 1), evaluated in place in blocks
+# that stay in cache.
+
+_ERX = 8.45062911510467529297e-01
+# erf on |x| < 0.84375: x + x * P(x^2) / Q(x^2)
+_PP = (1.28379167095512558561e-01, -3.25042107247001499370e-01, -2.84817495755985104766e-02,
+       -5.77027029648944159157e-03, -2.37630166566501626084e-05)
+_QQ = (1.0, 3.97917223959155352819e-01, 6.50222499887672944485e-02, 5.08130628187576562776e-03,
+       1.32494738004321644526e-04, -3.96022827877536812320e-06)
+# erf on 0.84375 <= |x| < 1.25: erx + P(s) / Q(s), s = |x| - 1
+_PA = (-2.36211856075265944077e-03, 4.14856118683748331666e-01, -3.72207876035701323847e-01,
+       3.18346619901161753674e-01, -1.10894694282396677476e-01, 3.54783043256182359371e-02,
+       -2.16637559486879084300e-03)
+_QA = (1.0, 1.06420880400844228286e-01, 5.40397917702171048937e-01, 7.18286544141962662868e-02,
+       1.26171219808761642112e-01, 1.36370839120290507362e-02, 1.19844998467991074170e-02)
+# erfc on 1.25 <= |x| < 1/0.35 and on 1/0.35 <= |x| < 6:
+# exp(-x^2 - 0.5625 + R(1/x^2) / S(1/x^2)) / |x|
+_RA = (-9.86494403484714822705e-03, -6.93858572707181764372e-01, -1.05586262253232909814e+01,
+       -6.23753324503260060396e+01, -1.62396669462573470355e+02, -1.84605092906711035994e+02,
+       -8.12874355063065934246e+01, -9.81432934416914548592e+00)
+_SA = (1.0, 1.96512716674392571292e+01, 1.37657754143519042600e+02, 4.34565877475229228821e+02,
+       6.45387271733267880336e+02, 4.29008140027567833386e+02, 1.08635005541779435134e+02,
+       6.57024977031928170135e+00, -6.04244152148580987438e-02)
+_RB = (-9.86494292470009928597e-03, -7.99283237680523006574e-01, -1.77579549177547519889e+01,
+       -1.60636384855821916062e+02, -6.37566443368389627722e+02, -1.02509513161107724954e+03,
+       -4.83519191608651397019e+02)
+_SB = (1.0, 3.03380607434824582924e+01, 3.25792512996573918826e+02, 1.53672958608443695994e+03,
+       3.19985821950859553908e+03, 2.55305040643316442583e+03, 4.74528541206955367215e+02,
+       -2.24409524465858183362e+01)
+_HIGH_WORD = np.uint64(0xFFFFFFFF00000000)
+
+
+def _horner(z: np.ndarray, coeffs: tuple[float, ...]) -> np.ndarray:
+    """sum(coeffs[i] * z**i), in place in one new array."""
+    acc = z * coeffs[-1]
+    acc += coeffs[-2]
+    for c in coeffs[-3::-1]:
+        acc *= z
+        acc += c
+    return acc
+
+
+def _erf64(x: np.ndarray) -> np.ndarray:
+    """fdlibm's erf on a float64 array (nan stays nan, +-inf gives +-1)."""
+    ax = np.abs(x)
+    out = np.array(np.sign(x))  # |x| >= 6 (and inf): +-1 in float64; nan: nan (an array, 0-d too)
+    m = ax < 0.84375
+    if m.any():
+        v = x[m]
+        z = v * v
+        out[m] = v + v * (_horner(z, _PP) / _horner(z, _QQ))
+    m = (ax >= 0.84375) & (ax < 1.25)
+    if m.any():
+        s = ax[m] - 1.0
+        out[m] = np.copysign(_ERX + _horner(s, _PA) / _horner(s, _QA), x[m])
+    for lo, hi, r, q in ((1.25, 1 / 0.35, _RA, _SA), (1 / 0.35, 6.0, _RB, _SB)):
+        m = (ax >= lo) & (ax < hi)
+        if m.any():
+            a = ax[m]
+            s = 1.0 / (a * a)
+            # exp(-a^2) as exp(-z^2) * exp((z - a)(z + a)), z = a with its low word
+            # cleared so that z^2 is exact (fdlibm's trick)
+            z = (a.view(np.uint64) & _HIGH_WORD).view(np.float64)
+            e = np.exp(-z * z - 0.5625) * np.exp((z - a) * (z + a) + _horner(s, r) / _horner(s, q))
+            out[m] = np.copysign(1.0 - e / a, x[m])
+    return out
+
+
+_A32 = tuple(np.float32(c) for c in (
+    -1.60960333262415e-02, -2.95459980854025e-03, -7.34990630326855e-04, -5.69250639462346e-05,
+    -2.10102402082508e-06, 2.77068142495902e-08, -2.72614225801306e-10))
+_B32 = tuple(np.float32(c) for c in (
+    -1.42647390514189e-02, -7.37332916720468e-03, -1.68282697438203e-03, -2.13374055278905e-04,
+    -1.45660718464996e-05))
+_BLOCK = 1 << 16
+
+
+def _erf32_block(x: np.ndarray, out: np.ndarray, z: np.ndarray, p: np.ndarray,
+                 q: np.ndarray) -> None:
+    """out = erf(x) for contiguous float32 1-D blocks; z, p, q: scratch of the same size."""
+    np.clip(x, -4.0, 4.0, out=out)
+    np.multiply(out, out, out=z)
+    np.multiply(z, _A32[6], out=p)
+    p += _A32[5]
+    for c in _A32[4::-1]:
+        p *= z
+        p += c
+    np.multiply(z, _B32[4], out=q)
+    q += _B32[3]
+    for c in _B32[2::-1]:
+        q *= z
+        q += c
+    p /= q
+    np.multiply(p, out, out=out)  # x last: tiny and subnormal x lose nothing
+
+
+def _erf32(x: np.ndarray) -> np.ndarray:
+    """erf of float32 ``x`` into a new C-contiguous float32 array."""
+    xf = np.ascontiguousarray(x, np.float32).reshape(-1)
+    out = np.empty(xf.size, np.float32)
+    n = min(_BLOCK, xf.size)
+    z, p, q = np.empty(n, np.float32), np.empty(n, np.float32), np.empty(n, np.float32)
+    for i in range(0, xf.size, _BLOCK):
+        j = min(i + _BLOCK, xf.size)
+        _erf32_block(xf[i:j], out[i:j], z[:j - i], p[:j - i], q[:j - i])
+    return out.reshape(x.shape)
+
+
+def erf(out: np.ndarray, x: np.ndarray) -> None:
+    if x.dtype == np.float64:
+        np.copyto(out, _erf64(x))
+    else:
+        np.copyto(out, _erf32(x), casting="unsafe")
+
+
+# -- gelu and its gradient, fused: erf (or tanh) and a few in-place passes, block
+# by block so that the temporaries stay in cache
+
+_SQRT1_2 = float(np.sqrt(0.5))
+_INV_SQRT_2PI = float(1.0 / np.sqrt(2.0 * np.pi))
+_SQRT_2_PI = float(np.sqrt(2.0 / np.pi))
+_EW_BLOCK = 1 << 15
+
+
+def _wide(x: np.ndarray) -> np.ndarray:
+    return x.astype(np.float32) if x.dtype == np.float16 else x
+
+
+def _erf_block(x: np.ndarray) -> np.ndarray:
+    """erf of a contiguous 1-D float32/float64 block, as a new array."""
+    if x.dtype == np.float64:
+        return _erf64(x)
+    out = np.empty_like(x)
+    _erf32_block(x, out, np.empty_like(x), np.empty_like(x), np.empty_like(x))
+    return out
+
+
+def _blockwise(fn: Any, out: np.ndarray, *xs: np.ndarray) -> None:
+    """out = fn(*xs) computed on flat blocks of ``_EW_BLOCK`` elements (in the
+    inputs' compute dtype: float16 works in float32)."""
+    flat = [np.ascontiguousarray(_wide(x)).reshape(-1) for x in xs]
+    direct = out.flags.c_contiguous and out.dtype == flat[0].dtype
+    dst = out.reshape(-1) if direct else np.empty(out.size, flat[0].dtype)
+    for i in range(0, dst.size, _EW_BLOCK):
+        j = min(i + _EW_BLOCK, dst.size)
+        dst[i:j] = fn(*(f[i:j] for f in flat))
+    if not direct:
+        np.copyto(out, dst.reshape(out.shape), casting="unsafe")
+
+
+def _gelu_erf(x: np.ndarray) -> np.ndarray:
+    y = _erf_block(x * _SQRT1_2)
+    y += 1.0
+    y *= x
+    y *= 0.5
+    return y
+
+
+def _gelu_tanh(x: np.ndarray) -> np.ndarray:
+    y = x * x
+    y *= 0.044715
+    y += 1.0
+    y *= x
+    y *= _SQRT_2_PI
+    np.tanh(y, out=y)
+    y += 1.0
+    y *= x
+    y *= 0.5
+    return y
+
+
+# The gradients read Phi(x) (or tanh's term) off y = gelu(x) instead of computing
+# erf again: Phi(x) = y / x, where x is not tiny (there Phi(x) = 0.5 to float
+# precision).
+_TINY_X = 1e-30
+
+
+def _cdf_from_y(y: np.ndarray, x: np.ndarray) -> np.ndarray:
+    cdf = y / x  # (0 / 0 warnings are silenced for this module)
+    small = np.abs(x) < _TINY_X
+    if small.any():
+        cdf[small] = 0.5
+    return cdf
+
+
+def _gelu_erf_grad(g: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    d = x * x  # Phi(x) + x * pdf(x)
+    d *= -0.5
+    np.exp(d, out=d)
+    d *= x
+    d *= _INV_SQRT_2PI
+    d += _cdf_from_y(y, x)
+    d *= g
+    return d
+
+
+def _gelu_tanh_grad(g: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    half = _cdf_from_y(y, x)  # 0.5 (1 + t), t = tanh(sqrt(2/pi) (x + 0.044715 x^3))
+    d = x * x  # 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
+    d *= 3 * 0.044715
+    d += 1.0
+    d *= _SQRT_2_PI
+    d *= x
+    d *= 2.0
+    d *= half
+    d *= 1.0 - half  # 0.5 (1 - t^2) = 2 * half * (1 - half)
+    d += half
+    d *= g
+    return d
+
+
+def gelu(out: np.ndarray, x: np.ndarray, approximate: str) -> None:
+    _blockwise(_gelu_tanh if approximate == "tanh" else _gelu_erf, out, x)
+
+
+def gelu_backward(out: np.ndarray, g: np.ndarray, x: np.ndarray, y: np.ndarray,
+                  approximate: str) -> None:
+    _blockwise(_gelu_tanh_grad if approximate == "tanh" else _gelu_erf_grad, out, g, x, y)
