@@ -53,18 +53,33 @@ from .ops.reduction import prod_ as prod
 from .ops.views import (broadcast_to, chunk, tile, diagonal, expand, flatten, movedim, moveaxis, narrow,
                         permute, ravel, reshape, split, squeeze, swapaxes, swapdims, t,
                         tensor_split, transpose, unbind, unflatten, unsqueeze)
-from .ops.indexing import (argsort, argwhere, cat, flip, roll, tril, triu, concat, concatenate, gather, hstack,
+from .ops.indexing import (argsort, argwhere, cat, tril, triu, concat, concatenate, gather, hstack,
                            index_select, masked_fill, masked_select, nonzero, scatter, scatter_add,
                            sort, stack, take_along_dim, topk, vstack)
-from .ops.linalg import bmm, dot, einsum, inner, matmul, mm, mv, outer
-from .ops.misc import (addcdiv, addcmul, allclose, cartesian_prod, cdist, diag, diag_embed, equal,
-                       index_add, index_put, isclose, meshgrid, multinomial, repeat_interleave,
-                       unique, unique_consecutive)
-from .ops import more as _more
-from .ops.views import select
+from .ops.reorder import flip, fliplr, flipud, roll, rot90
+from .ops.linalg import (addbmm, addmm, addmv, addr, baddbmm, bmm, cross, dot, inner, kron, matmul, mm,
+                         mv, outer, trace)
+from .ops.einsum import einsum
+from .ops.elementwise import (addcdiv, addcmul, clamp_max, clamp_max_, clamp_min, clamp_min_, fmod,
+                              frac)
+from .ops.special import (acos, acosh, arccos, arccosh, arcsin, arcsinh, arctan, arctan2, arctanh, asin,
+                          asinh, atan, atan2, atanh, cosh, erfc, erfinv, hypot, logaddexp, logit, sinh,
+                          xlogy)
+from .ops.comparison import allclose, bitwise_and, bitwise_or, bitwise_xor, equal, heaviside, isclose
+from .ops.statistics import (kthvalue, median, mode, nanmean, nanmedian, nanquantile, nansum,
+                             quantile)
+from .ops.scans import cummax, cummin, diff, trapezoid, trapz
+from .ops.counting import (bincount, bucketize, histc, repeat_interleave, searchsorted, unique,
+                           unique_consecutive)
+from .ops.scatter import index_add, index_copy, index_fill, index_put, masked_scatter, put, take
+from .ops.matrices import block_diag, cartesian_prod, diag, diag_embed, meshgrid
+from .ops.triangular import tril_indices, triu_indices
+from .ops.views import atleast_1d, atleast_2d, atleast_3d, broadcast_tensors, select
+from .ops.joining import column_stack, dstack
+from .ops.norms import cdist, cosine_similarity, dist, pairwise_distance
+from .ops.sampling import bernoulli, multinomial, normal
 from . import _settings
 
-globals().update({_n: getattr(_more, _n) for _n in _more.FUNCTIONS})  # atan2, median, kron, ...
 globals().update({_n: getattr(_settings, _n) for _n in _settings.NAMES})  # finfo, iinfo, ...
 from .ops.out import FUNCTIONS as _with_out
 

@@ -293,11 +293,7 @@ for _name in _l.METHODS:
     setattr(T, _name, getattr(_l, _name))
 for _name in _c.METHODS:
     setattr(T, _name, getattr(_c, _name))
-from .ops import misc as _m  # noqa: E402
-
-for _name in _m.METHODS:
-    setattr(T, _name, getattr(_m, _name))
-from .ops import more as _mo  # noqa: E402
+from .ops import tensor_methods as _mo  # noqa: E402
 
 for _name in _mo.METHODS:
     setattr(T, _name, getattr(_mo, _name))

@@ -26,6 +26,7 @@ from ..ops import linalg as L
 from ..ops import reduction as R
 from ..ops import views as V
 from ..ops.core import as_view, make
+from ..ops.reorder import flip
 from ..shape import ints_arg, normalize_dim, normalize_dims, prod
 from ..tensor import Tensor
 from .grad_mode import _state
@@ -351,8 +352,8 @@ def _others_product(x: Tensor, d: int) -> Tensor:
         return x
     ones = C.ones_like(V.narrow(x, d, 0, 1))
     left = I.cat([ones, R.cumprod(V.narrow(x, d, 0, n - 1), d)], d) if n > 1 else ones
-    rx = I.flip(x, d)
-    right = I.flip(I.cat([ones, R.cumprod(V.narrow(rx, d, 0, n - 1), d)], d), d) if n > 1 else ones
+    rx = flip(x, d)
+    right = flip(I.cat([ones, R.cumprod(V.narrow(rx, d, 0, n - 1), d)], d), d) if n > 1 else ones
     return E.mul(left, right)
 
 
@@ -482,7 +483,7 @@ def _cumsum(ctx: Node, g: Tensor) -> Any:
     if not shape:
         return g
     d = normalize_dim(arg(ctx, 0, "dim"), len(shape))
-    return I.flip(R.cumsum(I.flip(g, d), d), d)
+    return flip(R.cumsum(flip(g, d), d), d)
 
 
 # -- views and copies ----------------------------------------------------------------------

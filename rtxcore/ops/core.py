@@ -18,6 +18,7 @@ from ..device import Device, get_default_device
 from ..dispatch.types import DType, contiguous_strides
 from ..shape import broadcast_shapes, expand_strides
 from ..tensor import Storage, Tensor
+from .host_data import numpy_from_data
 
 _new = object.__new__
 _bool = D.bool_
@@ -111,6 +112,36 @@ def from_host(arr: Any, dev: Device) -> Tensor:
     except MemoryError as exc:
         raise out_of_memory(shape, dtype, dev, exc) from None
     return make(Storage(buf, dev), shape, cstrides(shape), 0, dtype, dev, h)
+
+
+def from_data(data: Any, dtype: DType | None, device: Any) -> Tensor:
+    """A new tensor on ``device`` holding a copy of ``data`` (numbers, nested
+    lists, NumPy arrays, tensors), with rtxcore's dtype rules when ``dtype`` is None."""
+    arr = numpy_from_data(data, dtype)
+    dev = ready_device(device)
+    if not arr.flags.owndata:
+        arr = arr.copy()
+    return from_host(arr, dev)
+
+
+def full_on(shape: tuple[int, ...], value: Any, dtype: DType, dev: Device,
+            strict: bool = False) -> Tensor:
+    """A new tensor of ``shape`` filled with ``value`` (``dev`` must be ready;
+    ``strict``: the value must fit ``dtype``, see ``scalar_for``)."""
+    t = empty(shape, dtype, dev)
+    kernel(dev, "full")(t._h, scalar_for(value, dtype, strict))
+    return t
+
+
+def zeros_on(shape: tuple[int, ...], dtype: DType, dev: Device) -> Tensor:
+    return full_on(shape, 0, dtype, dev)
+
+
+def as_tensor_on(value: Any, dev: Device, dtype: DType) -> Tensor:
+    """``value`` (a number or data) as a tensor of ``dtype`` on ``dev``."""
+    if isinstance(value, (int, float, bool)):
+        return full_on((), value, dtype, dev, strict=True)
+    return from_data(value, dtype, dev)
 
 
 def as_view(base: Tensor, shape: tuple[int, ...], strides: tuple[int, ...],
@@ -222,9 +253,7 @@ def _operand_tensor(op: str, v: Any, like: Tensor) -> Tensor:
 
     if not isinstance(v, np.ndarray):
         raise bad_operand(op, v)
-    from .creation import tensor
-
-    return tensor(v, device=like._device)
+    return from_data(v, None, like._device)
 
 
 def mixed_devices(op: str, a: Tensor, b: Tensor) -> RuntimeError:
@@ -239,6 +268,13 @@ def bad_operand(op: str, v: Any) -> TypeError:
         f"{op}: unsupported operand of type {type(v).__name__}; expected a Tensor "
         "or a Python number"
     )
+
+
+def tensor_arg(name: str, x: Any) -> Tensor:
+    """``x``, which ``name`` needs to be a Tensor (else ``bad_operand``'s TypeError)."""
+    if not isinstance(x, Tensor):
+        raise bad_operand(name, x)
+    return x
 
 
 # -- elementwise ------------------------------------------------------------------

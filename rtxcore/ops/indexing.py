@@ -1,14 +1,19 @@
-"""Indexing, joining and sorting.
+"""Indexing: ``x[key]`` and ``x[key] = value``, ``gather``/``scatter``/``scatter_add``,
+``index_select``, ``masked_fill``/``masked_select`` and ``nonzero``.
 
 ``x[key]`` is basic indexing (ints, slices, None, ...) done as a view, followed,
 when the key holds int tensors, lists or bool masks, by the ``index`` primitive
 on the advanced dims. Ints are basic (a ``select``), as in PyTorch: advanced
 dims land where the index tensors stood when those are adjacent, else first.
+
+The joining (rtxcore/ops/joining.py), sorting (rtxcore/ops/sorting.py) and
+triangle (rtxcore/ops/triangular.py) ops are re-exported here, and bound as
+tensor methods with this module's.
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
 from .. import dtype as D
 from ..shape import broadcast_many, normalize_dim, prod
@@ -19,9 +24,11 @@ from ..autograd.grad_mode import _state
 from ..autograd.tape import differentiable, inplace, requires_grad, run_inplace
 from .checks import check_range, wrap_negative
 from .core import own_kernel
-from .core import reduce as reduce_
 from .core import (as_view, bad_operand, cast, check_overlap, contiguous, cstrides, empty,
-                   expand_to, kernel, mixed_devices, scalar_for, view_of, write_result)
+                   expand_to, kernel, mixed_devices, scalar_for, view_of, write_result, zeros_on)
+from .joining import cat, concat, concatenate, hstack, stack, vstack  # noqa: F401
+from .sorting import argsort, sort, topk  # noqa: F401
+from .triangular import tril, triu  # noqa: F401
 
 # -- __getitem__ / __setitem__ -----------------------------------------------------
 
@@ -335,12 +342,6 @@ def _index_put(out: Tensor, idx: tuple[Tensor, ...], vals: Any, ishape: tuple[in
     kernel(dev, "copy")(view_of(out), view_of(V.reshape(new, out._shape)))
 
 
-def zeros_on(shape: tuple[int, ...], dtype: D.DType, dev: Any) -> Tensor:
-    t = empty(shape, dtype, dev)
-    kernel(dev, "full")(t._h, scalar_for(0, dtype))
-    return t
-
-
 # -- gather / scatter --------------------------------------------------------------
 
 
@@ -537,222 +538,6 @@ def argwhere(x: Tensor) -> Tensor:
     return nonzero(x)
 
 
-# -- sorting --------------------------------------------------------------------------
-
-
-@differentiable("sort", output=lambda r: r)
-def sort(x: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Any:
-    from .reduction import sort_result
-
-    if x.ndim == 0:
-        return sort_result(x.clone(), E.zeros_scalar_like(cast(x, D.int64)))
-    d = normalize_dim(dim, x.ndim)
-    k = own_kernel(x._device, "sort", x._dtype)
-    if k is not None:
-        values = empty(x._shape, x._dtype, x._device)
-        indices = empty(x._shape, D.int64, x._device)
-        k(values._h, indices._h, view_of(x), d, bool(descending))
-        return sort_result(values, indices)
-    return sort_result(*_bitonic_sort(x, d, descending))
-
-
-def _bitonic_sort(x: Tensor, d: int, descending: bool) -> tuple[Tensor, Tensor]:
-    """Stable sort from primitives: a bitonic network over (value, index) keys,
-    log2(n)^2 compare-exchange stages, each a few elementwise ops on views."""
-    from .creation import arange, full
-
-    xm = contiguous(V.movedim(x, d, -1))
-    lead, n = xm._shape[:-1], xm._shape[-1]
-    rows = prod(lead)
-    p = 1
-    while p < n:
-        p *= 2
-    # padding sorts after every element: -inf descending, NaN (the largest) ascending
-    big = float("-inf") if descending else float("nan")
-    if x._dtype.kind != "f":
-        import numpy as np
-
-        info = np.iinfo(x._dtype.numpy) if x._dtype.kind in "iu" else None
-        big = (int(info.min) if descending else int(info.max)) if info else (not descending and 1)
-    vals = full((rows, p), big, dtype=x._dtype, device=x._device)
-    vals[:, :n] = V.reshape(xm, (rows, n))
-    idx = V.reshape(arange(p, device=x._device), (1, p)).expand(rows, p).clone()
-    k = 2
-    while k <= p:
-        j = k // 2
-        while j >= 1:
-            nb = p // (2 * j)
-            blocks = arange(nb, device=x._device)
-            asc = E.eq(E.remainder(E.floor_divide(E.mul(blocks, 2 * j), k), 2), 0)
-            asc = V.reshape(asc, (1, nb, 1))
-            v4, i4 = V.view(vals, (rows, nb, 2, j)), V.view(idx, (rows, nb, 2, j))
-            lo, hi = v4[:, :, 0, :], v4[:, :, 1, :]
-            lo_i, hi_i = i4[:, :, 0, :], i4[:, :, 1, :]
-            # ascending blocks put the element that comes first in the sorted order
-            # at ``lo``, descending blocks at ``hi``
-            swap = E.where(asc, _before(hi, lo, hi_i, lo_i, descending),
-                           _before(lo, hi, lo_i, hi_i, descending))
-            new_lo, new_hi = E.where(swap, hi, lo), E.where(swap, lo, hi)
-            new_lo_i, new_hi_i = E.where(swap, hi_i, lo_i), E.where(swap, lo_i, hi_i)
-            E.copy_(lo, new_lo)
-            E.copy_(hi, new_hi)
-            E.copy_(lo_i, new_lo_i)
-            E.copy_(hi_i, new_hi_i)
-            j //= 2
-        k *= 2
-    values = V.reshape(vals[:, :n], lead + (n,))
-    indices = V.reshape(idx[:, :n], lead + (n,))
-    return V.movedim(values, -1, d), V.movedim(indices, -1, d)
-
-
-def _before(a: Tensor, b: Tensor, ai: Tensor, bi: Tensor, descending: bool) -> Tensor:
-    """Whether (a, ai) comes before (b, bi) in the sorted order: by value (NaN the
-    largest, as in PyTorch), ties by original position (so the sort is stable)."""
-    first = E.gt(a, b) if descending else E.lt(a, b)
-    same = E.eq(a, b)
-    if a._dtype.kind == "f":
-        na, nb = E.isnan(a), E.isnan(b)
-        nan_first = E.logical_and(na, E.logical_not(nb)) if descending else \
-            E.logical_and(nb, E.logical_not(na))
-        first = E.logical_or(first, nan_first)
-        same = E.logical_or(same, E.logical_and(na, nb))
-    return E.logical_or(first, E.logical_and(same, E.lt(ai, bi)))
-
-
-def argsort(x: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
-    return sort(x, dim, descending, stable).indices
-
-
-def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> Any:  # noqa: A002
-    from .reduction import topk_result
-
-    d = normalize_dim(dim, x.ndim) if x.ndim else 0
-    size = x._shape[d] if x.ndim else 1
-    if not 0 <= k <= size:
-        raise RuntimeError(f"topk: k ({k}) is out of range for dimension {d} of size {size}")
-    values, indices = sort(x, d, descending=largest)
-    if x.ndim == 0:
-        return topk_result(values, indices)
-    return topk_result(V.narrow(values, d, 0, k), V.narrow(indices, d, 0, k))
-
-
-# -- joining ------------------------------------------------------------------------
-
-
-@differentiable("cat", inputs="seq")
-def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
-    tensors = list(tensors)
-    if not tensors:
-        raise RuntimeError("cat(): expected a non-empty list of Tensors")
-    for t in tensors:
-        if not isinstance(t, Tensor):
-            raise bad_operand("cat", t)
-    # legacy: 1-D empty tensors are skipped
-    parts = [t for t in tensors if not (t.ndim == 1 and t._shape[0] == 0)] or tensors[:1]
-    ref = parts[0]
-    if ref.ndim == 0:
-        raise RuntimeError("zero-dimensional tensor (at position 0) cannot be concatenated")
-    d = normalize_dim(dim, ref.ndim)
-    dev = ref._device
-    for i, t in enumerate(parts):
-        if t._device is not dev:
-            raise mixed_devices("cat", ref, t)
-        if t.ndim != ref.ndim or any(a != b for j, (a, b) in enumerate(zip(t._shape, ref._shape)) if j != d):
-            raise RuntimeError(
-                f"cat(): sizes of tensors must match except in dimension {d}: got shapes "
-                f"{tuple(ref._shape)} and {tuple(t._shape)} (tensor {i})"
-            )
-    dt = D.result_type(*parts) if len(parts) > 1 else ref._dtype
-    total = sum(t._shape[d] for t in parts)
-    out = empty(ref._shape[:d] + (total,) + ref._shape[d + 1:], dt, dev)
-    start = 0
-    for t in parts:
-        n = t._shape[d]
-        if n:
-            dst = V.narrow(out, d, start, n)
-            kernel(dev, "copy" if t._dtype is dt else "cast")(view_of(dst), view_of(t))
-        start += n
-    return out
-
-
-concat = concatenate = cat
-
-
-def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
-    tensors = list(tensors)
-    if not tensors:
-        raise RuntimeError("stack expects a non-empty TensorList")
-    shape = tensors[0]._shape
-    for i, t in enumerate(tensors):
-        if not isinstance(t, Tensor):
-            raise bad_operand("stack", t)
-        if t._shape != shape:
-            raise RuntimeError(
-                f"stack expects each tensor to be equal size, but got {tuple(shape)} at entry 0 "
-                f"and {tuple(t._shape)} at entry {i}"
-            )
-    d = normalize_dim(dim, len(shape) + 1)
-    return cat([V.unsqueeze(t, d) for t in tensors], d)
-
-
-def hstack(tensors: Sequence[Tensor]) -> Tensor:
-    return cat(tensors, 0 if tensors[0].ndim == 1 else 1)
-
-
-def vstack(tensors: Sequence[Tensor]) -> Tensor:
-    return cat([t if t.ndim > 1 else V.unsqueeze(t, 0) for t in tensors], 0)
-
-
-def flip(x: Tensor, dims: Any) -> Tensor:
-    """Reverse the order along ``dims`` (a copy: strides are never negative)."""
-    from .creation import arange
-
-    dims = (dims,) if isinstance(dims, int) else tuple(dims)
-    out = x
-    for d in sorted({normalize_dim(d, x.ndim) for d in dims}):
-        n = out._shape[d]
-        rev = arange(n - 1, -1, -1, device=x._device) if n else arange(0, device=x._device)
-        out = index_select(out, d, rev)
-    return out if out is not x else x.clone()
-
-
-def roll(x: Tensor, shifts: Any, dims: Any = None) -> Tensor:
-    if dims is None:
-        return V.reshape(roll(V.flatten(x), shifts, 0), x._shape)
-    shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
-    dims = (dims,) if isinstance(dims, int) else tuple(dims)
-    if len(shifts) != len(dims):
-        raise RuntimeError(f"roll: shifts ({len(shifts)}) and dims ({len(dims)}) must have the same length")
-    out = x
-    for s, d in zip(shifts, dims):
-        d = normalize_dim(d, x.ndim)
-        n = out._shape[d]
-        s = s % n if n else 0
-        if s:
-            out = cat([V.narrow(out, d, n - s, s), V.narrow(out, d, 0, n - s)], d)
-    return out if out is not x else x.clone()
-
-
-def _tri_mask(x: Tensor, diagonal: int, upper: bool) -> Tensor:
-    from .creation import arange
-
-    if x.ndim < 2:
-        raise RuntimeError(f"{'triu' if upper else 'tril'}: input tensor must have at least 2 dimensions")
-    r, c = x._shape[-2:]
-    rows = V.unsqueeze(arange(r, device=x._device), 1)
-    cols = V.unsqueeze(arange(c, device=x._device), 0)
-    diff = E.sub(cols, rows)  # j - i
-    return E.ge(diff, diagonal) if upper else E.le(diff, diagonal)
-
-
-def tril(x: Tensor, diagonal: int = 0) -> Tensor:
-    return E.where(_tri_mask(x, diagonal, False), x, zeros_on((), x._dtype, x._device))
-
-
-def triu(x: Tensor, diagonal: int = 0) -> Tensor:
-    return E.where(_tri_mask(x, diagonal, True), x, zeros_on((), x._dtype, x._device))
-
-
-METHODS = ["flip", "roll", "tril", "triu", "gather", "scatter", "scatter_", "scatter_add", "scatter_add_", "index_select",
+METHODS = ["tril", "triu", "gather", "scatter", "scatter_", "scatter_add", "scatter_add_", "index_select",
            "masked_fill", "masked_fill_", "masked_select", "nonzero", "argwhere", "sort",
            "argsort", "topk", "take_along_dim"]

@@ -1,18 +1,26 @@
-"""matmul and its relatives. One primitive (batched ``matmul``); the core turns
-PyTorch's 1-D / 2-D / batched cases into it with views: vectors become
-matrices by ``unsqueeze``, batch dims broadcast by stride-0 ``expand``."""
+"""Matrix products: ``matmul`` and its relatives (``mm``, ``bmm``, ``mv``, ``dot``,
+``outer``, ``linear``), the scaled sums ``addmm``/``addmv``/``baddbmm``/``addbmm``/
+``addr``, and ``trace``, ``cross``, ``kron``.
+
+One primitive (batched ``matmul``); the core turns PyTorch's 1-D / 2-D / batched
+cases into it with views: vectors become matrices by ``unsqueeze``, batch dims
+broadcast by stride-0 ``expand``. ``einsum`` is in rtxcore/ops/einsum.py."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from .. import dtype as D
-from ..shape import broadcast_shapes
+from ..shape import broadcast_many, broadcast_shapes, normalize_dim
 from ..tensor import Tensor
+from . import elementwise as E
+from . import reduction as R
 from . import views as V
 from ..autograd.tape import differentiable
 from .._autocast import autocast_inputs, regions as _autocast_regions
-from .core import as_view, bad_operand, cast, empty, expand_to, kernel, mixed_devices, view_of
+from .core import (as_view, bad_operand, cast, empty, expand_to, kernel, mixed_devices, tensor_arg,
+                   view_of)
+from .joining import stack
 
 
 def _fmt(shape: tuple[int, ...]) -> str:
@@ -127,113 +135,94 @@ inner = dot
 def outer(a: Tensor, b: Tensor) -> Tensor:
     if a.ndim != 1 or b.ndim != 1:
         raise RuntimeError(f"outer: expected 1-D vectors, got shapes {tuple(a._shape)} and {tuple(b._shape)}")
-    from .elementwise import mul
-
-    return mul(V.unsqueeze(a, 1), V.unsqueeze(b, 0))
+    return E.mul(V.unsqueeze(a, 1), V.unsqueeze(b, 0))
 
 
 ger = outer
 
 
-def einsum(equation: str, *operands: Any) -> Tensor:
-    """Einstein summation for one or two operands, by views, sums and one matmul.
+def _scaled_sum(name: str, inp: Tensor, prod: Tensor, beta: Any, alpha: Any) -> Tensor:
+    """``beta * input + alpha * prod``; beta == 0 ignores input (nan included)."""
+    try:
+        shape = broadcast_many(inp._shape, prod._shape)
+    except RuntimeError:
+        shape = None
+    if shape != prod._shape:
+        raise RuntimeError(f"{name}: the input of shape {tuple(inp._shape)} can't be broadcast to the "
+                           f"result shape {tuple(prod._shape)}")
+    if alpha != 1:
+        prod = E.mul(prod, alpha)
+    if beta == 0:
+        return prod
+    return E.add(inp if beta == 1 else E.mul(inp, beta), prod)
 
-    ``"ij,jk->ik"``, ``"bij,bjk->bik"``, ``"i,i->"``, ``"ij->ji"``, ``"ii->i"``,
-    implicit outputs (``"ij,jk"``) and ``...`` for leading batch dims.
-    """
-    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
-        operands = tuple(operands[0])
-    eq = equation.replace(" ", "")
-    lhs, arrow, rhs = eq.partition("->")
-    terms = lhs.split(",")
-    if len(terms) != len(operands):
-        raise ValueError(f"einsum(): {len(terms)} operand subscripts in {equation!r} but {len(operands)} operands given")
-    if len(terms) > 2:
-        raise NotImplementedError("einsum(): more than two operands is not supported; chain two-operand calls")
-    # expand "..." into explicit letters unused elsewhere
-    spare = iter(c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in eq)
-    ell_letters: str | None = None
-    new_terms = []
-    for term, op in zip(terms, operands):
-        if "..." in term:
-            nell = op.ndim - (len(term) - 3)
-            if ell_letters is None:
-                ell_letters = "".join(next(spare) for _ in range(nell))
-            elif len(ell_letters) < nell:
-                ell_letters = "".join(next(spare) for _ in range(nell - len(ell_letters))) + ell_letters
-            term = term.replace("...", ell_letters[len(ell_letters) - nell:])
-        if len(term) != op.ndim:
-            raise RuntimeError(f"einsum(): the number of subscripts in {term!r} ({len(term)}) does not match the number of dimensions ({op.ndim}) of an operand of shape {tuple(op._shape)}")
-        new_terms.append(term)
-    terms = new_terms
-    if arrow:
-        out = rhs.replace("...", ell_letters or "")
+
+def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:  # noqa: A002
+    """``beta * input + alpha * (mat1 @ mat2)``."""
+    return _scaled_sum("addmm", tensor_arg("addmm", input), mm(mat1, mat2), beta, alpha)
+
+
+def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:  # noqa: A002
+    """``beta * input + alpha * (mat @ vec)``."""
+    return _scaled_sum("addmv", tensor_arg("addmv", input), mv(mat, vec), beta, alpha)
+
+
+def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:  # noqa: A002
+    """``beta * input + alpha * (batch1 @ batch2)``, batch by batch."""
+    return _scaled_sum("baddbmm", tensor_arg("baddbmm", input), bmm(batch1, batch2), beta, alpha)
+
+
+def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:  # noqa: A002
+    """``beta * input + alpha * sum_b(batch1[b] @ batch2[b])``."""
+    return _scaled_sum("addbmm", tensor_arg("addbmm", input), R.sum(bmm(batch1, batch2), 0), beta, alpha)
+
+
+def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:  # noqa: A002
+    """``beta * input + alpha * outer(vec1, vec2)``."""
+    return _scaled_sum("addr", tensor_arg("addr", input), outer(vec1, vec2), beta, alpha)
+
+
+def trace(input: Tensor) -> Tensor:  # noqa: A002
+    """The sum of the main diagonal of a matrix."""
+    x = tensor_arg("trace", input)
+    if x.ndim != 2:
+        raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {x.ndim}")
+    return R.sum(V.diagonal(x, 0, 0, 1))
+
+
+def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:  # noqa: A002
+    """The 3-D cross product along ``dim`` (by default the first dim of size 3,
+    as PyTorch still does; ``linalg.cross`` defaults to -1)."""
+    a, b = tensor_arg("cross", input), tensor_arg("cross", other)
+    if a.ndim != b.ndim:
+        raise RuntimeError(f"linalg.cross: inputs must have the same number of dimensions, got {a.ndim} and {b.ndim}")
+    a, b = V.broadcast_tensors(a, b)
+    if dim is None:
+        dims = [i for i, n in enumerate(a._shape) if n == 3]
+        if not dims:
+            raise RuntimeError("no dimension of size 3 in input")
+        d = dims[0]
     else:
-        counts: dict[str, int] = {}
-        for t_ in terms:
-            for c in t_:
-                counts[c] = counts.get(c, 0) + 1
-        out = (ell_letters or "") + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in (ell_letters or "")))
-    ops = [_take_diagonals(t_, op) for t_, op in zip(terms, operands)]
-    terms = [t_ for t_, _ in ops]
-    ops = [op for _, op in ops]
-    # sum out letters that appear in one operand only and not in the output
-    for i in range(len(ops)):
-        others = "".join(terms[j] for j in range(len(ops)) if j != i)
-        drop = [p for p, c in enumerate(terms[i]) if c not in out and c not in others]
-        if drop:
-            ops[i] = ops[i].sum(dim=tuple(drop))
-            terms[i] = "".join(c for p, c in enumerate(terms[i]) if p not in drop)
-    if len(ops) == 1:
-        return _arrange(ops[0], terms[0], out)
-    (a, ta), (b, tb) = (ops[0], terms[0]), (ops[1], terms[1])
-    batch = [c for c in ta if c in tb and c in out]
-    contract = [c for c in ta if c in tb and c not in out]
-    left = [c for c in ta if c not in tb]
-    right = [c for c in tb if c not in ta]
-    sizes = {}
-    for t_, op in ((ta, a), (tb, b)):
-        for c, n in zip(t_, op._shape):
-            if c in sizes and sizes[c] != n and n != 1 and sizes[c] != 1:
-                raise RuntimeError(f"einsum(): subscript {c!r} has size {sizes[c]} in one operand and {n} in another")
-            sizes[c] = n if c not in sizes or sizes[c] == 1 else sizes[c]
-
-    def prep(op: Tensor, t_: str, mid: list[str], last: list[str]) -> Tensor:
-        order = [t_.index(c) for c in batch + mid + last]
-        p = op.permute(order)
-        shape = [sizes[c] for c in batch] + [p._shape[len(batch) + i] for i in range(len(mid) + len(last))]
-        p = p.expand(shape)
-        nb = len(batch)
-        from ..shape import prod
-
-        return p.reshape(tuple(shape[:nb]) + (prod(shape[nb:nb + len(mid)]), prod(shape[nb + len(mid):])))
-
-    A = prep(a, ta, left, contract)  # (batch, L, K)
-    B = prep(b, tb, contract, right)  # (batch, K, R)
-    C = matmul(A, B)
-    C = C.reshape(tuple(sizes[c] for c in batch + left + right))
-    return _arrange(C, "".join(batch + left + right), out)
+        d = normalize_dim(dim, a.ndim)
+    if a._shape[d] != 3:
+        raise RuntimeError(f"linalg.cross: inputs dimension {d} must have length 3. "
+                           f"Got {a._shape[d]} and {b._shape[d]}")
+    a0, a1, a2 = V.unbind(a, d)
+    b0, b1, b2 = V.unbind(b, d)
+    return stack([E.sub(E.mul(a1, b2), E.mul(a2, b1)), E.sub(E.mul(a2, b0), E.mul(a0, b2)),
+                  E.sub(E.mul(a0, b1), E.mul(a1, b0))], d)
 
 
-def _take_diagonals(term: str, op: Tensor) -> tuple[str, Tensor]:
-    while True:
-        dup = next((c for c in term if term.count(c) > 1), None)
-        if dup is None:
-            return term, op
-        i = term.index(dup)
-        j = term.index(dup, i + 1)
-        op = V.diagonal(op, 0, i, j)
-        term = "".join(c for p, c in enumerate(term) if p not in (i, j)) + dup
+def kron(input: Tensor, other: Tensor) -> Tensor:  # noqa: A002
+    """The Kronecker product: every element of ``input`` times all of ``other``."""
+    a, b = tensor_arg("kron", input), tensor_arg("kron", other)
+    nd = max(a.ndim, b.ndim)
+    sa = (1,) * (nd - a.ndim) + tuple(a._shape)
+    sb = (1,) * (nd - b.ndim) + tuple(b._shape)
+    ea = V.reshape(a, tuple(x for n in sa for x in (n, 1)))
+    eb = V.reshape(b, tuple(x for n in sb for x in (1, n)))
+    return V.reshape(E.mul(ea, eb), tuple(p * q for p, q in zip(sa, sb)))
 
 
-def _arrange(x: Tensor, term: str, out: str) -> Tensor:
-    extra = [p for p, c in enumerate(term) if c not in out]
-    if extra:
-        x = x.sum(dim=tuple(extra))
-        term = "".join(c for p, c in enumerate(term) if p not in extra)
-    if sorted(term) != sorted(out):
-        raise RuntimeError(f"einsum(): output subscripts {out!r} name a letter not in the inputs")
-    return x.permute([term.index(c) for c in out]) if term != out else x
-
-
-METHODS = ["matmul", "mm", "bmm", "mv", "dot", "outer", "inner"]
+METHODS = ["matmul", "mm", "bmm", "mv", "dot", "outer", "inner", "addmm", "addmv", "baddbmm", "addbmm",
+           "addr", "trace", "cross", "kron"]

@@ -145,20 +145,22 @@ def _build() -> dict[str, Callable[..., Any]]:
     from . import elementwise as E
     from . import indexing as I
     from . import linalg as L
-    from . import misc as M
     from . import reduction as R
+    from . import sampling as SM
+    from . import scatter as S
 
     plain = {
         E: ["add", "sub", "mul", "div", "pow", "exp", "log", "log2", "log10", "log1p", "expm1",
             "sqrt", "rsqrt", "abs", "neg", "sin", "cos", "tan", "tanh", "sigmoid", "clamp",
             "maximum", "minimum", "remainder", "floor_divide", "floor", "ceil", "round", "trunc",
             "reciprocal", "sign", "square", "erf", "eq", "ne", "lt", "le", "gt", "ge",
-            "logical_and", "logical_or", "logical_not", "logical_xor", "lerp"],
+            "logical_and", "logical_or", "logical_not", "logical_xor", "lerp", "addcmul", "addcdiv"],
         R: ["sum", "mean", "max", "min", "amax", "amin", "argmax", "argmin", "cumsum", "cumprod",
             "logsumexp", "std", "var", "all", "any"],
         L: ["matmul", "mm", "bmm", "mv", "dot", "outer"],
         I: ["cat", "stack", "index_select", "gather", "masked_select", "sort", "topk", "nonzero"],
-        M: ["addcmul", "addcdiv", "index_add", "multinomial"],
+        S: ["index_add"],
+        SM: ["multinomial"],
     }
     out: dict[str, Callable[..., Any]] = {}
     for mod, names in plain.items():

@@ -18,8 +18,6 @@ from .._autocast import autocast_inputs, regions as _autocast_regions
 
 max_result = namedtuple("max", ["values", "indices"])
 min_result = namedtuple("min", ["values", "indices"])
-sort_result = namedtuple("sort", ["values", "indices"])
-topk_result = namedtuple("topk", ["values", "indices"])
 
 
 def _axes(x: Tensor, dim: Any) -> tuple[int, ...]:
@@ -198,32 +196,31 @@ def var_mean(x: Tensor, dim: Any = None, *, correction: Any = 1, keepdim: bool =
 
 
 def all(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001
-    # uint8 in, uint8 out (PyTorch keeps that legacy); bool otherwise
-    return _all(x, dim, keepdim) if x._dtype is not D.uint8 else cast(_all(x, dim, keepdim), D.uint8)
+    return _truth(x, dim, keepdim, True)
 
 
 def any(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001
-    return _any(x, dim, keepdim) if x._dtype is not D.uint8 else cast(_any(x, dim, keepdim), D.uint8)
+    return _truth(x, dim, keepdim, False)
 
 
-def _all(x: Tensor, dim: Any, keepdim: bool) -> Tensor:
+def _truth(x: Tensor, dim: Any, keepdim: bool, every: bool) -> Tensor:
+    """``all`` (``every``) or ``any`` of ``x``'s elements as bools: bool results,
+    except uint8 in, uint8 out (PyTorch keeps that legacy)."""
+    r = _all_or_any(x, dim, keepdim, every)
+    return r if x._dtype is not D.uint8 else cast(r, D.uint8)
+
+
+def _all_or_any(x: Tensor, dim: Any, keepdim: bool, every: bool) -> Tensor:
     b = cast(x, D.bool_)
     if prod(x._shape) == 0 and dim is None:
-        return E._full_bool(empty((), D.bool_, x._device), True)
+        return E._full_bool(empty((), D.bool_, x._device), every)
     axes = _axes(x, dim)
-    if builtins.any(x._shape[a] == 0 for a in axes):  # min has no identity: count the falses
-        return E.eq(reduce("sum", cast(E.logical_not(b), D.int64), axes, keepdim), 0)
-    return reduce("min", b, axes, keepdim)
-
-
-def _any(x: Tensor, dim: Any, keepdim: bool) -> Tensor:
-    b = cast(x, D.bool_)
-    if prod(x._shape) == 0 and dim is None:
-        return E._full_bool(empty((), D.bool_, x._device), False)
-    axes = _axes(x, dim)
-    if builtins.any(x._shape[a] == 0 for a in axes):  # max has no identity: count the trues
+    if builtins.any(x._shape[a] == 0 for a in axes):
+        # min and max have no identity: count the falses (all) or the trues (any)
+        if every:
+            return E.eq(reduce("sum", cast(E.logical_not(b), D.int64), axes, keepdim), 0)
         return E.ne(reduce("sum", cast(b, D.int64), axes, keepdim), 0)
-    return reduce("max", b, axes, keepdim)
+    return reduce("min" if every else "max", b, axes, keepdim)
 
 
 @differentiable("logsumexp")
@@ -241,38 +238,42 @@ def logsumexp(x: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
     return out if keepdim else drop_axes(out, axes)
 
 
-@differentiable("softmax")
-def softmax(x: Tensor, dim: int, dtype: Any = None) -> Tensor:
+def _normalized(op: str, x: Tensor, dim: int, dtype: Any, decomposed: Any) -> Tensor:
+    """softmax-like ``op`` of ``x`` over ``dim``: in float32 under autocast, in
+    ``dtype`` when given; the backend's own kernel where it has one, else
+    ``decomposed(x, axes)``."""
     if _autocast_regions[0]:  # autocast: computed in float32
-        x, = autocast_inputs("softmax", x)
+        x, = autocast_inputs(op, x)
     x = cast(x, D.as_dtype(dtype)) if dtype is not None else E._float(x)
     axes = (normalize_dim(dim, x.ndim),) if x.ndim else ()
     if not prod(x._shape):  # nothing to normalize (and max has no identity)
         return x.clone()
-    k = own_kernel(x._device, "softmax", x._dtype)
+    k = own_kernel(x._device, op, x._dtype)
     if k is not None and axes:
         out = empty(x._shape, x._dtype, x._device)
         k(out._h, view_of(x), axes[0])
         return out
+    return decomposed(x, axes)
+
+
+def _softmax(x: Tensor, axes: tuple[int, ...]) -> Tensor:
     e = E.exp(E.sub(x, reduce("max", x, axes, True)))
     return E.div(e, reduce("sum", e, axes, True))
 
 
-@differentiable("log_softmax")
-def log_softmax(x: Tensor, dim: int, dtype: Any = None) -> Tensor:
-    if _autocast_regions[0]:  # autocast: computed in float32
-        x, = autocast_inputs("log_softmax", x)
-    x = cast(x, D.as_dtype(dtype)) if dtype is not None else E._float(x)
-    axes = (normalize_dim(dim, x.ndim),) if x.ndim else ()
-    if not prod(x._shape):  # nothing to normalize (and max has no identity)
-        return x.clone()
-    k = own_kernel(x._device, "log_softmax", x._dtype)
-    if k is not None and axes:
-        out = empty(x._shape, x._dtype, x._device)
-        k(out._h, view_of(x), axes[0])
-        return out
+def _log_softmax(x: Tensor, axes: tuple[int, ...]) -> Tensor:
     shifted = E.sub(x, reduce("max", x, axes, True))
     return E.sub(shifted, E.log(reduce("sum", E.exp(shifted), axes, True)))
+
+
+@differentiable("softmax")
+def softmax(x: Tensor, dim: int, dtype: Any = None) -> Tensor:
+    return _normalized("softmax", x, dim, dtype, _softmax)
+
+
+@differentiable("log_softmax")
+def log_softmax(x: Tensor, dim: int, dtype: Any = None) -> Tensor:
+    return _normalized("log_softmax", x, dim, dtype, _log_softmax)
 
 
 @differentiable("cumsum")
@@ -307,7 +308,7 @@ def cumprod(x: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
         x, = autocast_inputs("cumprod", x)
     # Hillis-Steele scan, out of place: differentiable through its steps (zeros
     # included), and twice.
-    from .indexing import cat
+    from .joining import cat
 
     x = x.to(_sum_dtype(x, dtype))
     if x.ndim == 0:

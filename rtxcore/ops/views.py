@@ -1,15 +1,18 @@
 """View ops: new (shape, strides, offset) over the same storage. Nothing is copied,
 on any backend; writes through a view are seen by its base. The one exception,
-``reshape``, copies only when no view can show the result (as in PyTorch)."""
+``reshape``, copies only when no view can show the result (as in PyTorch).
+``squeeze_``/``unsqueeze_``/``t_``/``transpose_`` give the tensor itself the
+view's layout."""
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 from .. import dtype as D
-from ..shape import (expand_strides, infer_shape, ints_arg, normalize_dim, prod, view_strides)
+from ..shape import (broadcast_many, expand_strides, infer_shape, ints_arg, normalize_dim, prod,
+                     view_strides)
 from ..tensor import Tensor
-from .core import as_view, contiguous, cstrides
+from .core import as_view, contiguous, cstrides, tensor_arg
 from ..autograd.tape import differentiable
 
 
@@ -305,8 +308,91 @@ def T_property(x: Tensor) -> Tensor:
     return permute(x, tuple(range(x.ndim - 1, -1, -1)))
 
 
+# -- broadcasting and at-least-n-d views ----------------------------------------------
+
+
+def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
+    """The tensors expanded to their common broadcast shape (views)."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    for t in tensors:
+        tensor_arg("broadcast_tensors", t)
+    shape = broadcast_many(*(t._shape for t in tensors))
+    return tuple(expand(t, shape) for t in tensors)
+
+
+def _atleast(name: str, nd: int, tensors: tuple[Any, ...]) -> Any:
+    one = len(tensors) == 1 and isinstance(tensors[0], Tensor)
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    out = []
+    for t in tensors:
+        t = tensor_arg(name, t)
+        if t.ndim < nd:
+            if t.ndim == 0:
+                t = reshape(t, (1,) * nd)
+            elif nd == 2 or t.ndim == 2:  # (n) -> (1, n); (m, n) -> (m, n, 1)
+                t = unsqueeze(t, 0) if t.ndim == 1 else unsqueeze(t, -1)
+                if t.ndim < nd:
+                    t = unsqueeze(t, -1)
+            else:
+                t = reshape(t, (1, t._shape[0], 1))
+        out.append(t)
+    return out[0] if one else tuple(out)
+
+
+def atleast_1d(*tensors: Any) -> Any:
+    return _atleast("atleast_1d", 1, tensors)
+
+
+def atleast_2d(*tensors: Any) -> Any:
+    return _atleast("atleast_2d", 2, tensors)
+
+
+def atleast_3d(*tensors: Any) -> Any:
+    """(n) -> (1, n, 1), (m, n) -> (m, n, 1), as NumPy and PyTorch do."""
+    return _atleast("atleast_3d", 3, tensors)
+
+
+# -- in place: a new layout for the tensor itself ---------------------------------------
+
+
+def _relayout_(name: str, x: Tensor, view: Any) -> Tensor:
+    """Give ``x`` the layout of ``view(x)`` in place (``t_``, ``unsqueeze_``, ...).
+    As in PyTorch, refused on a leaf that requires grad; in a graph, ``x`` then
+    continues from the view's node."""
+    from ..autograd.grad_mode import is_grad_enabled
+
+    x = tensor_arg(name, x)
+    m = x._ag
+    if m is not None and m.requires_grad and m.grad_fn is None and is_grad_enabled():
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+    v = view(x)
+    x._shape, x._strides, x._offset = v._shape, v._strides, v._offset
+    x._h = None
+    if v._ag is not None and m is not None:
+        x._ag = v._ag
+    return x
+
+
+def squeeze_(input: Tensor, dim: Any = None) -> Tensor:  # noqa: A002
+    return _relayout_("squeeze_", input, lambda x: squeeze(x, dim))
+
+
+def unsqueeze_(input: Tensor, dim: int) -> Tensor:  # noqa: A002
+    return _relayout_("unsqueeze_", input, lambda x: unsqueeze(x, dim))
+
+
+def t_(input: Tensor) -> Tensor:  # noqa: A002
+    return _relayout_("t_", input, t)
+
+
+def transpose_(input: Tensor, dim0: int, dim1: int) -> Tensor:  # noqa: A002
+    return _relayout_("transpose_", input, lambda x: transpose(x, dim0, dim1))
+
+
 METHODS = ["view", "reshape", "view_as", "reshape_as", "permute", "transpose",
            "swapaxes", "swapdims", "t", "movedim", "moveaxis", "expand", "expand_as",
            "broadcast_to", "squeeze", "unsqueeze", "flatten", "ravel", "unflatten",
            "narrow", "split", "chunk", "tensor_split", "unbind", "select", "diagonal", "unfold",
-           "repeat", "tile"]
+           "repeat", "tile", "squeeze_", "unsqueeze_", "t_", "transpose_"]

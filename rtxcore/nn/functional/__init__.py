@@ -33,7 +33,7 @@ The families, each importing only the ones listed before it:
 
 from __future__ import annotations
 
-from ...ops.more import cosine_similarity, pairwise_distance
+from ...ops.norms import cosine_similarity, pairwise_distance
 from .activations import (celu, elu, gelu, glu, hardshrink, hardsigmoid, hardswish, hardtanh,
                           leaky_relu, log_softmax, logsigmoid, mish, prelu, relu, relu6, relu_,
                           selu, sigmoid, silu, softmax, softmin, softplus, softshrink, softsign,
