@@ -333,10 +333,10 @@ def test_cpu_fused_groups_split_over_threads_give_the_one_thread_result(monkeypa
     """rtx_cpu runs a large group's blocks on several threads: the same bits as
     on one (each element in one block, a total adds its blocks' sums in order)."""
     from rtx_cpu import fused as CF
-    from rtxcore.jit import run as R
+    from rtxcore.jit import fused as JF
 
     monkeypatch.setattr(CF, "PARALLEL_MIN", 1 << 16)
-    monkeypatch.setattr(R, "_FUSED", {})  # runners made afresh, through the spy
+    monkeypatch.setattr(JF, "_FUSED", {})  # runners made afresh, through the spy
     used = []
     real = CF._parallel
 
@@ -410,9 +410,9 @@ def test_cpu_in_place_fused_groups_split_over_threads_give_eagers_result(monkeyp
     fused group over 1M elements on 1, 2 and 4 threads: each element updated
     once, the eager bits whatever the count."""
     from rtx_cpu import fused as CF
-    from rtxcore.jit import run as R
+    from rtxcore.jit import fused as JF
 
-    monkeypatch.setattr(R, "_FUSED", {})
+    monkeypatch.setattr(JF, "_FUSED", {})
     rng = np.random.default_rng(5)
     n = 1 << 20
     assert n >= CF.PARALLEL_MIN

@@ -20,36 +20,15 @@ Node kinds (``Node.op``):
 
 from __future__ import annotations
 
-import json
+import copy
 import math
-from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from .. import dtype as D
+from .ir import FORMAT, VERSION, Node, Ref, dumps, encode_arg, encode_attrs, iter_refs
 
-FORMAT = "rtxcore.graph"
-VERSION = 1
-
-
-@dataclass
-class Node:
-    """One step. ``id`` names the value it defines (-1 for none): a buffer version
-    for ``input``/``const``/``alloc`` and the first written region's new version
-    for a kernel; a view for ``view``. ``writes`` pairs each out region (a view
-    id) with the buffer version the write creates."""
-
-    id: int
-    op: str
-    args: list[Any] = field(default_factory=list)
-    attrs: dict[str, Any] = field(default_factory=dict)
-    writes: list[tuple[int, int]] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Ref:
-    """A value used as a kernel argument (a view or a whole buffer version)."""
-
-    id: int
+__all__ = ["FORMAT", "VERSION", "Graph", "Node", "Ref", "dumps", "rename_outputs", "output_ids",
+           "buffer_roots", "clone", "root_of", "first_versions", "final_versions", "numel"]
 
 
 class Graph:
@@ -135,7 +114,7 @@ class Graph:
         for n in self.kernels():
             r = rows.setdefault(n.op, [0, 0, 0])
             r[0] += 1
-            r[1] += sum(self._nbytes(a) for a in _refs(n.args))
+            r[1] += sum(self._nbytes(a) for a in iter_refs(n.args))
             r[2] += sum(self._nbytes(Ref(v)) for v, _ in n.writes)
         w = max([len(k) for k in rows] + [2])
         out = [f"{'op':<{w}}  {'nodes':>6}  {'read':>12}  {'written':>12}"]
@@ -164,7 +143,7 @@ class Graph:
                 out.append(f"  v{n.args[0].id} -> v{n.id};")
             else:
                 out.append(f'  k{id(n)} [shape=box, label="{n.op}"];')
-                for r in _refs(n.args):
+                for r in iter_refs(n.args):
                     out.append(f"  v{r.id} -> k{id(n)};")
                 for view, new in n.writes:
                     out.append(f'  v{new} [shape=ellipse, label="%{new}\\n{self._type(view)}"];')
@@ -196,8 +175,8 @@ class Graph:
         return {
             "format": FORMAT, "version": VERSION,
             "values": {str(k): v for k, v in self.values.items()},
-            "nodes": [{"id": n.id, "op": n.op, "args": _enc(n.args),
-                       "attrs": _enc_attrs(n.attrs) if n.op == "fused" else n.attrs,
+            "nodes": [{"id": n.id, "op": n.op, "args": encode_arg(n.args),
+                       "attrs": encode_attrs(n.attrs) if n.op == "fused" else n.attrs,
                        "writes": [list(w) for w in n.writes]} for n in self.nodes],
             "outputs": self.outputs,
         }
@@ -217,18 +196,6 @@ class Graph:
         return g
 
 
-def _enc_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
-    """A fused node's attrs as JSON: its program's non-finite constants (a
-    ``where`` filling ``-inf``) tagged as kernel arguments are, JSON has none."""
-    prog = attrs.get("program")
-    if not isinstance(prog, dict) or "steps" not in prog:
-        return attrs
-    steps = [[op, dt, [[k, {"float": repr(v)} if k == "const" and isinstance(v, float)
-                        and not math.isfinite(v) else v] for k, v in operands]]
-             for op, dt, operands in prog["steps"]]
-    return {**attrs, "program": {**prog, "steps": steps}}
-
-
 def rename_outputs(o: Any, rename: dict[int, int]) -> Any:
     """A graph's outputs with value ids renamed (``rename``: old -> new)."""
     if isinstance(o, dict):
@@ -241,14 +208,6 @@ def rename_outputs(o: Any, rename: dict[int, int]) -> Any:
     return o
 
 
-def _refs(args: Any) -> Iterator[Ref]:
-    for a in args:
-        if isinstance(a, Ref):
-            yield a
-        elif isinstance(a, (list, tuple)):
-            yield from _refs(a)
-
-
 def _bytes(n: int) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
@@ -257,25 +216,88 @@ def _bytes(n: int) -> str:
     return str(n)
 
 
-# JSON for kernel arguments: refs, scalars (floats keep their type; inf/nan
-# spelled out), tuples, None, strings and dtypes, each tagged where JSON is ambiguous.
-# (Read back, strictly, by rtxcore.jit.validate.decode_arg.)
-
-def _enc(a: Any) -> Any:
-    if isinstance(a, Ref):
-        return {"ref": a.id}
-    if isinstance(a, bool) or a is None or isinstance(a, str):
-        return a
-    if isinstance(a, int):
-        return a
-    if isinstance(a, float):
-        return {"float": repr(a)} if not math.isfinite(a) or a == int(a) else a
-    if isinstance(a, (list, tuple)):
-        return {"tuple": [_enc(x) for x in a]} if isinstance(a, tuple) else [_enc(x) for x in a]
-    if isinstance(a, D.DType):
-        return {"dtype": a.name}
-    raise TypeError(f"can't store kernel argument of type {type(a).__name__} in a graph")
+def output_ids(o: Any) -> Iterable[int]:
+    """The value ids a graph's outputs name (``{"view": id}``, in order)."""
+    if isinstance(o, dict):
+        if "view" in o:
+            yield o["view"]
+        for x in o.get("seq", []):
+            yield from output_ids(x)
+        for _, x in o.get("map", []):
+            yield from output_ids(x)
 
 
-def dumps(graph: Graph) -> str:
-    return json.dumps(graph.to_json(), allow_nan=False)
+def buffer_roots(graph: Graph) -> dict[int, int]:
+    """value id -> the id of the input, const or alloc whose buffer it shows. (A
+    view may come before the node making the version it shows: the optimiser
+    moves kernels later past views, which are layout only.)"""
+    parent: dict[int, int] = {}
+    for n in graph.nodes:
+        if n.op in ("input", "const", "alloc"):
+            parent[n.id] = n.id
+        elif n.op == "view":
+            parent[n.id] = n.args[0].id
+        else:
+            for region, new in n.writes:
+                parent[new] = region
+    root: dict[int, int] = {}
+    for v in parent:
+        path = []
+        while v not in root and parent[v] != v:
+            path.append(v)
+            v = parent[v]
+        r = root.get(v, v)
+        for p in path:
+            root[p] = r
+        root[v] = r
+    return root
+
+
+# -- reading buffers and versions (what the passes share) ----------------------------------
+
+
+def clone(g: Graph) -> Graph:
+    """A deep copy of ``g`` (its constants shared): what a pass edits."""
+    h = Graph()
+    h.nodes = copy.deepcopy(g.nodes)
+    h.values = copy.deepcopy(g.values)
+    h.outputs = copy.deepcopy(g.outputs)
+    h.constants = dict(g.constants)
+    h._next = g._next
+    return h
+
+
+def root_of(g: Graph, vid: int) -> int:
+    """The buffer version a value (view or version) belongs to."""
+    while "of" in g.values[vid]:
+        vid = g.values[vid]["of"]
+    return vid
+
+
+def first_versions(g: Graph) -> dict[int, int]:
+    """version id -> the id of its buffer's first version (input, const or alloc)."""
+    first: dict[int, int] = {}
+    for n in g.nodes:
+        if n.op in ("input", "const", "alloc"):
+            first[n.id] = n.id
+        elif n.op not in ("view",):
+            for region, new in n.writes:
+                first[new] = first[root_of(g, region)]
+    return first
+
+
+def final_versions(g: Graph) -> dict[int, int]:
+    """buffer (first version id) -> its last version id."""
+    first = first_versions(g)
+    last: dict[int, int] = {}
+    for v, b in first.items():
+        last[b] = v  # versions are made in order: the last assignment wins
+    return last
+
+
+def numel(v: dict[str, Any]) -> int:
+    """The elements of a value (its ``values`` entry)."""
+    n = 1
+    for s in v["shape"]:
+        n *= s
+    return n

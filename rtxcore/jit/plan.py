@@ -30,14 +30,16 @@ from .. import dtype as D
 from ..autograd.grad_mode import no_grad
 from ..device import Device
 from ..dispatch.ops import COMPOSITES
+from ..dispatch.fused import input_kinds, input_sizes, output_sizes
 from ..dispatch.types import contiguous_strides
 from ..ops.core import (_safe_offset, check_dtype, from_host, kernel, make, out_of_memory, own_kernel,
                         view_of)
 from ..tensor import Storage, Tensor
 from .decompose import DECOMPOSE
-from .graph import Graph, Ref
-from .passes import _output_ids
+from .fused import fused_runner, run_steps
+from .graph import Graph, Ref, buffer_roots, output_ids
 from .trace import READS_OUT, untraced
+from .validate import check_indices, index_operands
 
 Plan = Callable[[dict[int, Tensor]], Any]
 
@@ -122,9 +124,9 @@ class _Builder:
 
     def build(self) -> Plan:
         g, dev = self.g, self.dev
-        self._roots()
+        self.root = buffer_roots(g)
         written = {self.root[r] for n in g.nodes for r, _ in n.writes}
-        out_roots = {self.root[v] for v in _output_ids(g.outputs)}
+        out_roots = {self.root[v] for v in output_ids(g.outputs)}
         homes: dict[int, int] = {}
         body: list[tuple[Any, list[str]]] = []
         for n in g.nodes:
@@ -177,11 +179,6 @@ class _Builder:
         exec(compile(src, f"<rtxcore.jit plan: {len(g.nodes)} nodes on {dev}>", "exec"), self.env)
         return self.env["replay"]
 
-    def _roots(self) -> None:
-        from .run import buffer_roots
-
-        self.root = buffer_roots(self.g)
-
     def _kernel(self, n: Any) -> list[str]:
         dev, op = self.dev, n.op
         out_dt = D.BY_NAME[self.g.values[n.writes[0][0]]["dtype"]] if n.writes else None
@@ -213,15 +210,11 @@ class _Builder:
         of the file sees, and a device kernel trusts."""
         if not self.g.__dict__.get("_from_file"):
             return []
-        from .validate import check_indices, index_operands
-
         self.env["CHECK_INDICES"] = check_indices
         return [f"CHECK_INDICES({self.tensor(vid)}, {_i(bound)}, {self.bind(what, 'W')})"
                 for vid, bound, what in index_operands(self.g, n)]
 
     def _fused(self, n: Any) -> list[str]:
-        from .run import fused_runner, input_kinds, input_sizes, output_sizes, run_steps
-
         prog = n.attrs["program"]
         fn = fused_runner(prog, self.dev)
         count = _i(prog["n"])

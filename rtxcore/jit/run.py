@@ -1,20 +1,25 @@
-"""Running a Graph: its nodes in order, each kernel from the device the inputs are on."""
+"""Running a Graph: its nodes in order, each kernel from the device the inputs are
+on -- through the graph's plan (``plan``), or node by node (``run_env``, the
+reference a plan is tested against)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from .. import dtype as D
-from ..device import Device
-from ..dispatch.fused import input_kinds, input_sizes, output_sizes  # noqa: F401
-from ..dispatch.types import contiguous_strides  # noqa: F401
+from .._tracing import is_tracing
 from ..autograd.grad_mode import no_grad
+from ..device import Device
 from ..dispatch.ops import COMPOSITES
-from ..ops.core import as_view, cstrides, empty, from_host, kernel, own_kernel, ready_device, view_of
+from ..dispatch.fused import input_kinds, input_sizes, output_sizes  # noqa: F401  (run.input_sizes, ...)
+from ..dispatch.types import contiguous_strides
+from ..ops.core import as_view, empty, from_host, kernel, own_kernel, ready_device, view_of
 from ..tensor import Tensor
 from .decompose import DECOMPOSE
-from .graph import Graph, Ref
+from .fused import fused_runner, run_fused, run_steps  # noqa: F401  (run.fused_runner, ...)
+from .graph import Graph, Ref, buffer_roots
 from .trace import READS_OUT
+from .validate import check_indices, index_operands
 
 
 def _layout_error(i: int, t: Tensor, v: dict[str, Any]) -> ValueError:
@@ -44,7 +49,6 @@ def run(graph: Graph, inputs: dict[int, Tensor], dev: Device) -> Any:
     bound buffer tensor. Returns the outputs, tensors rebuilt as views. Runs the
     graph's plan for ``dev`` (``rtxcore.jit.plan``: made on first use)."""
     from .plan import plan_for
-    from .trace import is_tracing
 
     dev = ready_device(dev)
     if is_tracing():  # inside another trace: node by node, so that it is recorded
@@ -72,7 +76,7 @@ def run_env(graph: Graph, inputs: dict[int, Tensor], dev: Device) -> tuple[Any, 
             env[n.id] = empty(shape, D.BY_NAME[v["dtype"]], dev) if home is None else \
                 as_view(env[home], shape, contiguous_strides(shape), 0)
         elif op == "fused":
-            _run_fused(n, env, dev)
+            run_fused(n, env, dev)
             for region, new in n.writes:  # fused outputs are whole buffers
                 env[new] = _buffer_of(region, env, vals)
         elif op == "const":
@@ -84,8 +88,6 @@ def run_env(graph: Graph, inputs: dict[int, Tensor], dev: Device) -> tuple[Any, 
         else:
             read = len(n.writes) if op in READS_OUT else 0
             if from_file:
-                from .validate import check_indices, index_operands
-
                 for vid, bound, what in index_operands(graph, n):
                     check_indices(env[vid], bound, what)
             node_args = n.args
@@ -112,106 +114,6 @@ def run_env(graph: Graph, inputs: dict[int, Tensor], dev: Device) -> tuple[Any, 
                 env[new] = base if region not in vals or "of" not in vals[region] \
                     else _buffer_of(region, env, vals)
     return _outputs(graph.outputs, env), env
-
-
-_FUSED: dict[tuple[Any, str], Any] = {}  # (device, program) -> runner or None
-
-
-def buffer_roots(graph: Graph) -> dict[int, int]:
-    """value id -> the id of the input, const or alloc whose buffer it shows. (A
-    view may come before the node making the version it shows: the optimiser
-    moves kernels later past views, which are layout only.)"""
-    parent: dict[int, int] = {}
-    for n in graph.nodes:
-        if n.op in ("input", "const", "alloc"):
-            parent[n.id] = n.id
-        elif n.op == "view":
-            parent[n.id] = n.args[0].id
-        else:
-            for region, new in n.writes:
-                parent[new] = region
-    root: dict[int, int] = {}
-    for v in parent:
-        path = []
-        while v not in root and parent[v] != v:
-            path.append(v)
-            v = parent[v]
-        r = root.get(v, v)
-        for p in path:
-            root[p] = r
-        root[v] = r
-    return root
-
-
-def fused_runner(prog: dict[str, Any], dev: Device) -> Any:
-    """The backend's runner for a fused program on ``dev`` (None: it has none)."""
-    import json
-
-    key = (dev, json.dumps(prog, sort_keys=True, default=str))
-    fn = _FUSED.get(key, False)
-    if fn is False:
-        fn = dev.backend.fuse(prog, dev.index)
-        if len(_FUSED) > 1024:
-            _FUSED.clear()
-        _FUSED[key] = fn
-    return fn
-
-
-def _run_fused(n: Any, env: dict[int, Tensor], dev: Device) -> None:
-    """A fused group: the backend's runner for it, else its steps one by one."""
-    from .trace import is_tracing
-
-    prog = n.attrs["program"]
-    # (inside a trace, step by step through the device's kernels: recorded)
-    fn = fused_runner(prog, dev) if not is_tracing() else None
-    sizes = input_sizes(prog)
-
-    def flat_view(t: Tensor, shape: tuple[int, ...]) -> Tensor:
-        return as_view(t, shape, (1,), t._offset) if t._shape != shape else t
-
-    outs = [flat_view(env[r], (m,)) for (r, _), m in zip(n.writes, output_sizes(prog))]
-    ins = [flat_view(env[a.id], (sizes[i],)) for i, a in enumerate(n.args)]
-    if fn is not None:
-        fn([view_of(t) for t in outs], [view_of(t) for t in ins])
-        return
-    run_steps(prog, outs, ins, dev)
-
-
-def run_steps(prog: dict[str, Any], outs: list[Tensor], ins: list[Tensor], dev: Device) -> None:
-    """A fused program's steps one by one through ``dev``'s kernels (what a
-    backend without ``Backend.fuse`` gets, and the conformance suite's reference):
-    ``outs`` are tensors of ``prog["n"]`` contiguous elements, ``ins`` of
-    ``input_sizes(prog)``. With row or column operands the steps run on
-    (rows, cols) views, the broadcasts as 0-stride views, as the kernels get
-    them from the core. A reducing program's last step is the device's sum
-    kernel over the rows (its output ``(rows, 1)``) or over everything."""
-    where = {k: j for j, k in enumerate(prog["outputs"])}
-    count = prog["n"]
-    cols = prog.get("cols", 0)
-    shape = (count // cols, cols) if cols else (count,)
-    full = cstrides(shape)
-    bcast = {"in": full, "scalar": (0,) * len(shape), "row": (0, 1), "col": (1, 0)}
-    kinds = input_kinds(prog)
-    ins = [as_view(t, shape, bcast[k], t._offset) for t, k in zip(ins, kinds)]
-    outs = [as_view(t, shape, full, t._offset) if k != len(prog["steps"]) - 1 or
-            not prog.get("reduce") else t for t, k in zip(outs, prog["outputs"])]
-    vals: list[Tensor] = []
-    steps = prog["steps"]
-    if prog.get("reduce"):
-        steps = steps[:-1]
-        op, dt, [(_, src)] = prog["steps"][-1]
-    for k, (op, dt, operands) in enumerate(steps):
-        o = outs[where[k]] if k in where else empty(shape, D.BY_NAME[dt], dev)
-        args = [view_of(ins[v]) if kind in ("in", "scalar", "row", "col") else
-                view_of(vals[v]) if kind == "step" else v for kind, v in operands]
-        kernel(dev, op)(view_of(o), *args)
-        vals.append(o)
-    if prog.get("reduce"):
-        o = outs[where[len(steps)]]
-        axes = tuple(range(len(shape))) if prog["reduce"] == "all" else (len(shape) - 1,)
-        oshape = tuple(1 if d in axes else s for d, s in enumerate(shape))
-        o = as_view(o, oshape, cstrides(oshape), o._offset)
-        kernel(dev, prog["steps"][-1][0])(view_of(o), view_of(vals[src]), axes)
 
 
 def _buffer_of(vid: int, env: dict[int, Tensor], vals: dict[int, dict[str, Any]]) -> Tensor:
