@@ -9,6 +9,8 @@ import rtxcore as rc
 import rtxcore.nn as nn
 from rtxcore.jit import TraceError
 
+from .jit_steps import clipped_step
+
 
 def _np(t):
     return t.detach().cpu().numpy()
@@ -77,13 +79,7 @@ def _setup(opt_kind, device, seed=0):
     else:
         opt = rc.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
 
-    def step(x, y):
-        opt.zero_grad()
-        loss = nn.functional.cross_entropy(m(x), y)
-        loss.backward()
-        nn.utils.clip_grad_norm_(m.parameters(), 1.0)
-        opt.step()
-        return loss.detach()
+    step = clipped_step(m, opt)
 
     return m, opt, step
 

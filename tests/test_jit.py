@@ -10,6 +10,8 @@ import rtxcore as rc
 import rtxcore.nn as nn
 from rtxcore.jit import TraceError
 
+from .jit_steps import clipped_step
+
 
 def _np(t):
     return t.detach().numpy()
@@ -113,13 +115,7 @@ def _mlp_step(seed=0):
     m = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 3))
     opt = rc.optim.SGD(m.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-3)
 
-    def step(x, y):
-        opt.zero_grad()
-        loss = nn.functional.cross_entropy(m(x), y)
-        loss.backward()
-        nn.utils.clip_grad_norm_(m.parameters(), 1.0)
-        opt.step()
-        return loss.detach()
+    step = clipped_step(m, opt)
 
     return m, step
 

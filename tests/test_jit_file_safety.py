@@ -28,6 +28,8 @@ from rtxcore.jit import validate as V
 from rtxcore.jit.graph import dumps
 from rtxcore.jit.passes import optimize
 
+from .jit_steps import clipped_step
+
 # what a payload would leave behind if a file's text ever ran as code
 MARK = os.path.join(tempfile.gettempdir(), f"rtxcore-graph-file-ran-{os.getpid()}")
 PAYLOADS = [
@@ -249,7 +251,7 @@ def test_a_fused_program_reading_an_input_two_ways_or_past_its_size_is_refused(t
 
 
 def test_writes_that_form_a_cycle_are_refused_quickly(tmp_path):
-    """A version made from a later one (run.buffer_roots would loop forever on
+    """A version made from a later one (graph.buffer_roots would loop forever on
     the cycle), and views showing each other."""
     doc = copy.deepcopy(RAW)
     kernels = [n for n in doc["nodes"] if n["writes"]]
@@ -462,13 +464,7 @@ def test_graphs_of_the_tracer_and_the_passes_pass_the_checks():
                       nn.Linear(3 * 6 * 6, 4), nn.LayerNorm(4), nn.GELU())
     opt = rc.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
 
-    def step(x, y):
-        opt.zero_grad()
-        loss = nn.functional.cross_entropy(m(x), y)
-        loss.backward()
-        nn.utils.clip_grad_norm_(m.parameters(), 1.0)
-        opt.step()
-        return loss.detach()
+    step = clipped_step(m, opt)
 
     x, y = rc.randn(2, 2, 6, 6), rc.tensor([1, 3])
     step(x, y)  # the momentum buffers
