@@ -708,7 +708,7 @@ def test_valid_file_with_a_dtype_rtxcore_lacks(tmp_path, code, count):
 def test_file_shrinking_while_it_is_read(tmp_path, monkeypatch):
     """A file cut short after the safetensors package opened it is a ValueError
     (it reads with pread(2); with a memory map the process would die of SIGBUS)."""
-    import rtxcore.serialization as ser
+    from rtxcore.serialization import reading as ser
 
     path = tmp_path / "model.safetensors"
     rc.save({"a": rc.ones(1000), "b": rc.zeros(1000)}, path)
