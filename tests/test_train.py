@@ -13,6 +13,7 @@ import pytest
 
 import rtxcore as rc
 from rtxcore import nn
+from rtxcore.testing import training_losses
 
 ROOT = Path(__file__).resolve().parent.parent
 STEPS = 20
@@ -89,14 +90,7 @@ def _rtx_train(opt: str, device: str):
     o = (rc.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-3) if opt == "sgd"
          else rc.optim.Adam(model.parameters(), lr=1e-2))
     xt, yt = rc.tensor(x, device=device), rc.tensor(y, device=device)
-    losses = []
-    for _ in range(STEPS):
-        loss = nn.functional.cross_entropy(model(xt), yt)
-        o.zero_grad()
-        loss.backward()
-        o.step()
-        losses.append(loss.item())
-    return losses
+    return training_losses(model, o, nn.functional.cross_entropy, xt, yt, STEPS)
 
 
 def _torch_train(opt: str):
@@ -111,14 +105,7 @@ def _torch_train(opt: str):
     o = (torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-3) if opt == "sgd"
          else torch.optim.Adam(model.parameters(), lr=1e-2))
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)
-    losses = []
-    for _ in range(STEPS):
-        loss = torch.nn.functional.cross_entropy(model(xt), yt)
-        o.zero_grad()
-        loss.backward()
-        o.step()
-        losses.append(loss.item())
-    return losses
+    return training_losses(model, o, torch.nn.functional.cross_entropy, xt, yt, STEPS)
 
 
 @pytest.mark.parametrize("opt", ["sgd", "adam"])

@@ -1,5 +1,6 @@
-"""Helpers for testing rtxcore and its backends: comparisons against NumPy and
-the per-primitive conformance checks third-party backends run."""
+"""Helpers for testing rtxcore and its backends: comparisons against NumPy, the
+devices to test on, a short training loop, and (in the submodules) the
+per-primitive conformance checks third-party backends run."""
 
 from __future__ import annotations
 
@@ -93,3 +94,18 @@ def available_devices(complete: bool = False) -> list[str]:
             continue
         out += ["cpu" if name == "cpu" and i == 0 else f"{name}:{i}" for i in range(n)]
     return out
+
+
+def training_losses(model: Any, optimizer: Any, loss_fn: Any, x: Any, y: Any,
+                    steps: int) -> list[float]:
+    """Train ``model`` for ``steps`` steps on one batch -- ``loss_fn(model(x), y)``,
+    ``zero_grad``, ``backward``, ``step`` -- and return each step's loss. Plain
+    method calls only: a PyTorch model and optimizer train the same way."""
+    losses = []
+    for _ in range(steps):
+        loss = loss_fn(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses

@@ -2,7 +2,7 @@
 
 Every primitive and every composite the device's backend supplies, on every
 dtype it claims and every layout, each in isolation (``layouts.py``); each
-primitive's semantic checks (``conformance.py``); smoke tests of composites,
+primitive's semantic checks (``checks.py``); smoke tests of composites,
 autograd and training. Tests of one primitive are skipped, as "missing", when
 the device has no kernel for it; the table at the end says whether the CPU
 fallback serves it. They are never skipped for any other reason.
@@ -18,7 +18,7 @@ import pytest
 
 import rtxcore as rc
 from rtxcore.dispatch.fallback import NO_FALLBACK, get_fallback, strict
-from rtxcore.testing import conformance, layouts
+from rtxcore.testing import conformance, layouts, training_losses
 from rtxcore.testing.plugin import device_under_test, record
 
 
@@ -211,14 +211,7 @@ def test_training_loop(device: str) -> None:
         model.to(dev)
         opt = rc.optim.Adam(model.parameters(), lr=0.05)
         x, y = rc.tensor(xn, device=dev), rc.tensor(yn, device=dev)
-        losses = []
-        for _ in range(40):
-            loss = rc.nn.functional.cross_entropy(model(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
-        return losses
+        return training_losses(model, opt, rc.nn.functional.cross_entropy, x, y, 40)
 
     got, want = train(device), train("cpu")
     diff = float(np.max(np.abs(np.array(got) - np.array(want))))

@@ -1,0 +1,116 @@
+"""The composites a backend supplies that have no NumPy reference: the device's
+kernel, through the op's front-end, against the core's own decomposition on
+cpu (the cpu backend's kernel for the op set aside).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable, Iterator
+
+from .arrays import _SUM_OPS, SUMS, _rc, compare, host_values, values
+
+
+@contextlib.contextmanager
+def decomposed_on_cpu(op: str) -> Iterator[None]:
+    """The cpu device without its kernel for composite ``op``: the core decomposes it."""
+    from ..ops.core import ready_device
+
+    dev = ready_device("cpu")
+    k = dev.kernels.pop(op, None)
+    try:
+        yield
+    finally:
+        if k is not None:
+            dev.kernels[op] = k
+
+
+def _put(x: Any, idx: Any, value: Any) -> Any:
+    x[idx] = value
+    return x
+
+
+def _front(op: str) -> Callable[[str, Any], Any]:
+    """The front-end call that reaches composite ``op``'s kernel, on device."""
+    rc = _rc()
+
+    def run(device: str, dtype: Any) -> Any:
+        a = values(dtype, op, (4, 6))
+        x = rc.tensor(a, dtype=dtype, device=device)
+        if op == "gelu":
+            return rc.nn.functional.gelu(x), rc.nn.functional.gelu(x, approximate="tanh")
+        if op == "gelu_backward":
+            from ..ops.elementwise import gelu, gelu_backward
+
+            g = rc.tensor(values(dtype, "g", (4, 6)), dtype=dtype, device=device)
+            return tuple(gelu_backward(g, x, ap, gelu(x, ap)) for ap in ("none", "tanh"))
+        if op == "layer_norm":
+            w = rc.tensor(values(dtype, "w", (6,)), dtype=dtype, device=device)
+            b = rc.tensor(values(dtype, "b", (6,)), dtype=dtype, device=device)
+            return rc.nn.functional.layer_norm(x, (6,), w, b), rc.nn.functional.layer_norm(x, (6,))
+        if op == "layer_norm_backward":
+            # with weight and bias; without; with weight alone, for .sum()'s broadcast g
+            f = rc.nn.functional
+            g = rc.tensor(values(dtype, "g", (4, 6)), dtype=dtype, device=device)
+            xs = [rc.tensor(a, dtype=dtype, device=device, requires_grad=True) for _ in range(3)]
+            w, b = (rc.tensor(values(dtype, s, (6,)), dtype=dtype, device=device,
+                              requires_grad=True) for s in ("w", "b"))
+            f.layer_norm(xs[0], (6,), w, b).backward(g)
+            f.layer_norm(xs[1], (6,)).backward(g)
+            dw, db = w.grad, b.grad
+            w.grad = None
+            f.layer_norm(xs[2], (6,), w).sum().backward()
+            return xs[0].grad, dw, db, xs[1].grad, xs[2].grad, w.grad
+        if op == "max_pool2d_tiled":
+            x4 = rc.tensor(values(dtype, op, (2, 3, 4, 6)), dtype=dtype, device=device)
+            return rc.nn.functional.max_pool2d(x4, 2)
+        if op == "max_pool2d_tiled_backward":
+            x4 = rc.tensor(values(dtype, op, (2, 3, 4, 6)), dtype=dtype, device=device, requires_grad=True)
+            rc.nn.functional.max_pool2d(x4, 2).sum().backward()
+            return x4.grad
+        if op in ("conv2d", "conv2d_input_grad", "conv2d_weight_grad"):
+            # three geometries: padded; strided and dilated; 'same' with a 3x2 kernel
+            # (uneven padding: one column more on the right)
+            f = rc.nn.functional
+            x4 = rc.tensor(values(dtype, "x", (2, 3, 6, 7)), dtype=dtype, device=device,
+                           requires_grad=True)
+            w4 = rc.tensor(values(dtype, "w", (4, 3, 3, 2)), dtype=dtype, device=device,
+                           requires_grad=True)
+            b = rc.tensor(values(dtype, "b", (4,)), dtype=dtype, device=device)
+            ys = (f.conv2d(x4, w4, b, padding=1),
+                  f.conv2d(x4, w4, None, stride=(2, 1), padding=(0, 2), dilation=(1, 2)),
+                  f.conv2d(x4, w4, b, padding="same"))
+            if op == "conv2d":
+                return tuple(y.detach() for y in ys)
+            wrt = x4 if op == "conv2d_input_grad" else w4
+            return tuple(rc.autograd.grad(y, wrt, rc.tensor(values(dtype, f"g{i}", tuple(y.shape)),
+                                                            dtype=dtype, device=device))[0]
+                         for i, y in enumerate(ys))
+        if op == "sort":
+            s = x.sort(1, descending=True)
+            s0 = x.sort(0, stable=True)
+            return s.values, s.indices, s0.values, s0.indices
+        if op == "index_put":
+            return _put(x.clone(), rc.tensor([0, 2, 0], device=device), 7)
+        raise KeyError(op)
+
+    return run
+
+
+def check_composite_front(device: str, op: str, dtype: Any) -> tuple[str, float, str]:
+    """A composite without a NumPy reference: the device's kernel (through its
+    front-end) against the core's decomposition on cpu."""
+    run = _front(op)
+    try:
+        with decomposed_on_cpu(op):
+            want = host_values(run("cpu", dtype))
+    except Exception as exc:
+        return "fail", float("inf"), f"the cpu reference raised {type(exc).__name__}: {exc}".splitlines()[0][:160]
+    try:
+        got = host_values(run(device, dtype))
+    except Exception as exc:
+        return "fail", float("inf"), f"{type(exc).__name__}: {exc}".splitlines()[0][:160]
+    want = want if isinstance(want, tuple) else (want,)
+    got = got if isinstance(got, tuple) else (got,)
+    ok, worst, what = compare(got, want, loose=True, tols=SUMS if op in _SUM_OPS else None)
+    return ("pass" if ok else "fail"), worst, what
