@@ -182,27 +182,25 @@ def _logsumexp(ctx: Node, g: Tensor) -> Any:
     return E.mul(_keep(g, shape, axes, keepdim), E.exp(E.sub(x, out)))
 
 
-def _softmax_dim(ctx: Node) -> tuple[int, ...]:
-    shape = in_shape(ctx)
-    return (normalize_dim(arg(ctx, 0, "dim"), len(shape)),) if shape else ()
+def _normalized(grad: Any) -> Any:
+    """The rule of a softmax-like op over its ``dim``: ``grad(out, g, axes)``, or
+    ``g`` itself when there is nothing to normalize."""
+
+    def rule_(ctx: Node, g: Tensor) -> Any:
+        out = ctx.output
+        shape = in_shape(ctx)
+        axes = (normalize_dim(arg(ctx, 0, "dim"), len(shape)),) if shape else ()
+        if not out.numel():
+            return g
+        return grad(out, g, axes)
+
+    return rule_
 
 
-@rule("softmax", output=True)
-def _softmax(ctx: Node, g: Tensor) -> Any:
-    out = ctx.output
-    axes = _softmax_dim(ctx)
-    if not out.numel():
-        return g
-    return E.mul(out, E.sub(g, R.sum(E.mul(g, out), axes, keepdim=True)))
-
-
-@rule("log_softmax", output=True)
-def _log_softmax(ctx: Node, g: Tensor) -> Any:
-    out = ctx.output
-    axes = _softmax_dim(ctx)
-    if not out.numel():
-        return g
-    return E.sub(g, E.mul(E.exp(out), R.sum(g, axes, keepdim=True)))
+rule("softmax", output=True)(_normalized(
+    lambda out, g, axes: E.mul(out, E.sub(g, R.sum(E.mul(g, out), axes, keepdim=True)))))
+rule("log_softmax", output=True)(_normalized(
+    lambda out, g, axes: E.sub(g, E.mul(E.exp(out), R.sum(g, axes, keepdim=True)))))
 
 
 @rule("cumsum")
