@@ -216,6 +216,21 @@ def test_nn_functional_composites_recorded() -> None:
     assert F.layer_norm is before
 
 
+def test_a_functional_calling_another_records_both() -> None:
+    # relu6 is hardtanh(0, 6) inside nn.functional's activations module: the
+    # inner call is a row of its own, as it is when called from outside
+    from rtxcore.nn.functional import activations
+
+    before = activations.hardtanh
+    x = _tensor("cpu", 4, 6)
+    with profile() as prof:
+        nn.functional.relu6(x)
+    rows = _rows(prof)
+    assert rows["rtxcore::relu6"].count == 1
+    assert rows["rtxcore::hardtanh"].count == 1
+    assert activations.hardtanh is before  # put back on exit
+
+
 def test_record_shapes_and_grouping() -> None:
     a, b = _tensor("cpu", 2, 3), _tensor("cpu", 4, 5)
     with profile(record_shapes=True) as prof:

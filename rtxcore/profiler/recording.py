@@ -254,13 +254,22 @@ def _install(swaps: _Swaps) -> dict[int, tuple[Callable[..., Any], Callable[...,
     # composites of nn.functional, through the module (layers call F.<name>)
     import sys
 
+    # and through each family module's own namespace, so that one function
+    # calling another (relu6 -> hardtanh, adaptive_avg_pool2d -> avg_pool2d)
+    # records the inner call as its own row too
     F = sys.modules.get("rtxcore.nn.functional")
     if F is not None:
+        families = [m for n, m in list(sys.modules.items())
+                    if n.startswith("rtxcore.nn.functional.") and m is not None]
         for name in getattr(F, "__all__", ()):
             fn = getattr(F, name, None)
             if (isinstance(fn, types.FunctionType) and fn.__module__.startswith("rtxcore.nn")
                     and name not in names and not hasattr(fn, "raw")):
-                swaps.setattr(F, name, functools.wraps(fn)(_recording_op(f"rtxcore::{name}", fn)))
+                rec = functools.wraps(fn)(_recording_op(f"rtxcore::{name}", fn))
+                swaps.setattr(F, name, rec)
+                for module in families:
+                    if vars(module).get(name) is fn:
+                        swaps.setattr(module, name, rec)
 
     # backward: the engine runs each node's rule through _apply
     swaps.setattr(engine, "_apply", _recording_apply(engine._apply))
