@@ -12,7 +12,7 @@ import pytest
 import rtxcore as rc
 import rtxcore.nn.functional as F
 from rtxcore.amp import autocast_mode
-from rtxcore.dispatch import Backend, hookimpl
+from rtxcore.dispatch import Backend, BackendPlugin
 
 from . import fake_backend
 
@@ -277,14 +277,8 @@ class _NoHalf(fake_backend.FakeBackend):
         return Backend.dtypes(self, index) - {"float16"}
 
 
-class _NoHalfPlugin:
-    @hookimpl
-    def rtx_backends(self):
-        return [_NoHalf()]
-
-    @hookimpl
-    def rtx_kernels(self, backend):
-        return fake_backend.rtx_kernels("fake") if backend == "nohalf" else None
+def _NoHalfPlugin() -> BackendPlugin:
+    return BackendPlugin(_NoHalf, lambda: fake_backend.rtx_kernels("fake"))
 
 
 def test_device_without_float16_is_refused():

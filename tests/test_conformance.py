@@ -80,7 +80,7 @@ def test_a_wrong_kernel_fails_with_its_worst_difference(tmp_path):
     # a backend whose exp is off by 1e-3, registered in-process, then the suite
     code = textwrap.dedent("""
         import sys, numpy as np, pytest, rtxcore as rc
-        from rtxcore.dispatch import hookimpl
+        from rtxcore.dispatch import BackendPlugin
         from rtx_cpu import CPUBackend
         from rtx_cpu.kernels import KERNELS
 
@@ -91,16 +91,7 @@ def test_a_wrong_kernel_fails_with_its_worst_difference(tmp_path):
             np.exp(x, out=out)
             out *= 1.001
 
-        class Plugin:
-            @hookimpl
-            def rtx_backends(self):
-                return [Off()]
-
-            @hookimpl
-            def rtx_kernels(self, backend):
-                return {**KERNELS, "exp": bad_exp} if backend == "off" else None
-
-        rc.register_backend(Plugin(), name="off-plugin")
+        rc.register_backend(BackendPlugin(Off, {**KERNELS, "exp": bad_exp}), name="off-plugin")
         sys.exit(pytest.main(["--rtx-backend", "off", "-q", "-p", "no:cacheprovider", "-k", "exp or add"]))
     """)
     p = _run([], tmp_path, code=code)

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import rtxcore as rc
-from rtxcore.dispatch import hookimpl, ops
+from rtxcore.dispatch import BackendPlugin, ops
 from rtxcore.testing import conformance, layouts
 
 
@@ -29,16 +29,7 @@ def _cpu_like(name: str, kernels: dict[str, Any]) -> Any:
 
     Dev.name = name
 
-    class Plugin:
-        @hookimpl
-        def rtx_backends(self):
-            return [Dev()]
-
-        @hookimpl
-        def rtx_kernels(self, backend):
-            return kernels if backend == name else None
-
-    return Plugin()
+    return BackendPlugin(Dev, kernels)
 
 
 @pytest.fixture

@@ -3,29 +3,37 @@
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 
 import numpy as np
 import pytest
 
 import rtxcore as rc
-from rtxcore.dispatch import Backend, hookimpl
+from rtxcore.dispatch import Backend, BackendPlugin, hookimpl
 from rtxcore.dispatch.fallback import get_fallback
 from rtxcore.testing import assert_close
 
 from . import fake_backend
 
 
-@pytest.fixture
-def fake(monkeypatch):
-    monkeypatch.delenv("RTX_FALLBACK", raising=False)
-    name = rc.register_backend(fake_backend, name="fake-plugin")
+@contextlib.contextmanager
+def _registered(plugin, name):
+    """``plugin`` registered, with a fresh fallback report, until the block ends."""
+    name = rc.register_backend(plugin, name=name)
     rc.fallback_report(reset=True)
     try:
-        yield fake_backend.CALLS
+        yield
     finally:
         rc.unregister_backend(name)
         rc.fallback_report(reset=True)
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    monkeypatch.delenv("RTX_FALLBACK", raising=False)
+    with _registered(fake_backend, "fake-plugin"):
+        yield fake_backend.CALLS
 
 
 def test_off_by_default_and_the_error_names_both_remedies(fake):
@@ -142,13 +150,8 @@ def limited(monkeypatch):
     monkeypatch.delenv("RTX_FALLBACK", raising=False)
     plugin = LimitedPlugin()
     plugin.ran = []
-    name = rc.register_backend(plugin, name="limited-plugin")
-    rc.fallback_report(reset=True)
-    try:
+    with _registered(plugin, "limited-plugin"):
         yield plugin.ran
-    finally:
-        rc.unregister_backend(name)
-        rc.fallback_report(reset=True)
 
 
 def test_undeclared_dtype_is_refused_before_the_kernel_runs(limited):
@@ -217,23 +220,15 @@ def test_a_limit_on_a_composite_falls_back_to_the_decomposition(monkeypatch):
         def op_dtypes(self, index):
             return {"softmax": {"float32"}, "sort": ["float"]}  # names go through as_dtype
 
-    class Plugin:
-        @hookimpl
-        def rtx_backends(self):
-            return [Limits()]
+    def kernels():
+        from rtx_cpu.kernels import KERNELS
 
-        @hookimpl
-        def rtx_kernels(self, backend):
-            if backend != "climited":
-                return None
-            from rtx_cpu.kernels import KERNELS
+        def softmax(out, x, axis):
+            ran.append(x.dtype.name)
+            KERNELS["softmax"](out, x, axis)
+        return {**KERNELS, "softmax": softmax}
 
-            def softmax(out, x, axis):
-                ran.append(x.dtype.name)
-                KERNELS["softmax"](out, x, axis)
-            return {**KERNELS, "softmax": softmax}
-
-    name = rc.register_backend(Plugin(), name="climited-plugin")
+    name = rc.register_backend(BackendPlugin(Limits, kernels), name="climited-plugin")
     try:
         xn = np.array([[1.0, 2.0, 3.0], [0.0, 0.0, 1.0]])
         for dt in (rc.float64, rc.float32):
