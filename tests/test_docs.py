@@ -100,3 +100,17 @@ def test_backend_guide_composites_contract_and_members():
     for needle in ("must be Tensor, not View", "last write wins", "Import heavy libraries lazily",
                    "float32 or wider", 'rc.from_dlpack(x, device="mydev")'):
         assert needle in guide, needle
+
+
+def test_paths_the_docs_name_exist():
+    # the architecture page and the guides name files; a move must update them
+    pattern = re.compile(r"\b((?:rtxcore|backends|benchmarks|examples|scripts|tests)/[\w./-]*[\w/])")
+    missing, named = [], 0
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for n, line in enumerate(doc.read_text().splitlines(), 1):
+            for path in pattern.findall(line):
+                named += 1
+                if "*" not in path and not (ROOT / path).exists():
+                    missing.append(f"{doc.name}:{n}: {path}")
+    assert named > 50  # the scan read the docs
+    assert not missing, "docs name paths that do not exist:\n" + "\n".join(missing)

@@ -1,6 +1,6 @@
 """Define-by-run automatic differentiation.
 
-Recording (``tape.py``) happens in the op front-ends; ``rules.py`` holds one
+Recording (``tape.py``) happens in the op front-ends; ``rules/`` holds one
 backward rule per recorded op; ``engine.py`` runs backward. Public API, as in
 PyTorch: ``backward``, ``grad``, ``Function``, ``no_grad``/``enable_grad``/
 ``set_grad_enabled``/``inference_mode``, ``gradcheck``/``gradgradcheck``, and

@@ -4,7 +4,7 @@
 An op front-end in ``rtxcore/ops`` marked ``@differentiable("exp")`` runs as it is
 when no input requires grad, or when recording is off (``no_grad``). Otherwise it
 runs with recording off (so its own inner ops record nothing), and its result gets
-one ``Node``: the op's backward rule (``rules.py``), the tensors that rule needs,
+one ``Node``: the op's backward rule (``rules/``), the tensors that rule needs,
 and an edge to each input's node. The graph is owned by its outputs: a tensor's
 ``Meta`` holds its node, a node holds its inputs' nodes, and nothing global holds
 any of them.
@@ -27,7 +27,7 @@ _new = object.__new__
 _NOKW: dict[str, Any] = {}  # never written: the empty **kwargs of a recorded call
 _seq = itertools.count()
 
-# op name -> Node subclass carrying its backward rule (filled by rules.py)
+# op name -> Node subclass carrying its backward rule (filled by rules/)
 NODES: dict[str, type] = {}
 # op name -> the op's undecorated front-end (selection rules replay it)
 RAW: dict[str, Callable[..., Any]] = {}

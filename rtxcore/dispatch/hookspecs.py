@@ -82,7 +82,7 @@ def rtx_comm_backends() -> list[Any]:
     ``rtxcore.distributed``.
 
     Returns:
-        A list of :class:`rtxcore.distributed.backend.CommBackend` subclasses
+        A list of :class:`rtxcore.dispatch.comm.CommBackend` subclasses
         (``[]`` or ``None`` for none). A name already taken (``mpi`` is built
         in) is ignored.
 
