@@ -9,6 +9,10 @@ and an edge to each input's node. The graph is owned by its outputs: a tensor's
 ``Meta`` holds its node, a node holds its inputs' nodes, and nothing global holds
 any of them.
 
+(One file of about 600 lines on purpose: ``attach`` and the decorators are the
+recording path every op takes, and keeping them with ``Meta`` and ``Node`` lets
+them bind each other as module globals, with no attribute lookups per op.)
+
 Ops that are not marked are composites of marked ones and differentiate through
 their decomposition.
 """
