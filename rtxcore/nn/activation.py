@@ -39,11 +39,10 @@ class GELU(_FunctionalLayer):
         return f"approximate={self.approximate!r}"
 
 
-class SiLU(Module):
+class SiLU(_InplaceActivation):
     """``x * sigmoid(x)``."""
 
-    def forward(self, x: Tensor) -> Tensor:
-        return F.silu(x)
+    _fn = "silu"
 
 
 class Tanh(Module):

@@ -38,6 +38,7 @@ from .activations import (celu, elu, gelu, glu, hardshrink, hardsigmoid, hardswi
                           leaky_relu, log_softmax, logsigmoid, mish, prelu, relu, relu6, relu_,
                           selu, sigmoid, silu, softmax, softmin, softplus, softshrink, softsign,
                           tanh, tanhshrink, threshold)
+from .activations import celu_, elu_, hardtanh_, leaky_relu_, selu_, threshold_
 from .attention import scaled_dot_product_attention
 from .convolution import _conv2d_cols, conv1d, conv2d, conv_transpose1d, conv_transpose2d, unfold
 from .dropouts import dropout, dropout1d, dropout2d
@@ -65,6 +66,6 @@ __all__ = [
     "softsign", "tanhshrink", "prelu", "selu", "celu", "hardshrink", "softshrink", "threshold",
     "glu", "dropout1d", "dropout2d", "group_norm", "instance_norm", "pixel_shuffle",
     "pixel_unshuffle", "interpolate", "adaptive_avg_pool1d", "adaptive_max_pool2d",
-    "max_pool1d", "avg_pool1d",
+    "max_pool1d", "avg_pool1d", "leaky_relu_", "elu_", "hardtanh_", "threshold_", "celu_", "selu_",
     "cosine_similarity", "pairwise_distance",
 ]

@@ -13,6 +13,7 @@ from typing import Any
 from ...amp.autocast_mode import autocast_inputs, regions as _autocast_regions
 from ...ops import elementwise as E
 from ...ops import reduction as R
+from ...autograd.grad_mode import is_grad_enabled
 from ...tensor import Tensor
 from ._args import _check_tensor, _shape
 
@@ -20,12 +21,22 @@ __all__ = [
     "relu", "relu_", "relu6", "leaky_relu", "elu", "gelu", "silu", "sigmoid", "tanh", "softplus",
     "logsigmoid", "hardtanh", "softmax", "softmin", "log_softmax", "mish", "hardswish",
     "hardsigmoid", "softsign", "tanhshrink", "prelu", "selu", "celu", "hardshrink", "softshrink",
-    "threshold", "glu",
+    "threshold", "glu", "leaky_relu_", "elu_", "hardtanh_", "threshold_", "celu_", "selu_",
 ]
 
 
-def _maybe_inplace(input: Tensor, out: Tensor, inplace: bool) -> Tensor:
-    return input.copy_(out) if inplace else out
+def _activate(input: Tensor, fn: Any, inplace: bool) -> Tensor:
+    """``fn(input)``; with ``inplace``, that result written into ``input``.
+
+    When ``input``'s history is recorded, ``fn`` reads a copy of it: the backward
+    rules inside ``fn`` keep their inputs, and writing the result into ``input``
+    would otherwise leave them a tensor at a newer version (PyTorch's in-place
+    activations keep the original, or differentiate from the result)."""
+    if not inplace:
+        return fn(input)
+    if input.requires_grad and is_grad_enabled() and not input.is_leaf:
+        return input.copy_(fn(input.clone()))
+    return input.copy_(fn(input))  # (a leaf that requires grad: copy_ says why not)
 
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
@@ -58,11 +69,11 @@ def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0,
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
-    return _maybe_inplace(input, E.where(input > 0, input, input * negative_slope), inplace)
+    return _activate(input, lambda x: E.where(x > 0, x, x * negative_slope), inplace)
 
 
 def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
-    return _maybe_inplace(input, _elu_core(input, alpha), inplace)
+    return _activate(input, lambda x: _elu_core(x, alpha), inplace)
 
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
@@ -70,7 +81,7 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
 
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
-    return _maybe_inplace(input, E.silu(input), inplace)
+    return _activate(input, E.silu, inplace)
 
 
 def sigmoid(input: Tensor) -> Tensor:
@@ -126,17 +137,17 @@ def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dty
 
 def mish(input: Tensor, inplace: bool = False) -> Tensor:
     """``x * tanh(softplus(x))``."""
-    return _maybe_inplace(input, input * E.tanh(softplus(input)), inplace)
+    return _activate(input, lambda x: x * E.tanh(softplus(x)), inplace)
 
 
 def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
     """``relu6(x + 3) / 6``."""
-    return _maybe_inplace(input, E.clamp(input + 3.0, 0.0, 6.0) / 6.0, inplace)
+    return _activate(input, lambda x: E.clamp(x + 3.0, 0.0, 6.0) / 6.0, inplace)
 
 
 def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
     """``x * relu6(x + 3) / 6``."""
-    return _maybe_inplace(input, input * (E.clamp(input + 3.0, 0.0, 6.0) / 6.0), inplace)
+    return _activate(input, lambda x: x * (E.clamp(x + 3.0, 0.0, 6.0) / 6.0), inplace)
 
 
 def softsign(input: Tensor) -> Tensor:
@@ -171,14 +182,14 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
 
 def selu(input: Tensor, inplace: bool = False) -> Tensor:
     """``scale * elu(x, alpha)`` with SELU's fixed constants."""
-    return _maybe_inplace(input, _elu_core(input, _SELU_ALPHA) * _SELU_SCALE, inplace)
+    return _activate(input, lambda x: _elu_core(x, _SELU_ALPHA) * _SELU_SCALE, inplace)
 
 
 def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
     if alpha == 0:
         raise RuntimeError("celu: alpha must not be 0 (it divides the input)")
-    return _maybe_inplace(input, _elu_core(input, alpha, 1.0 / alpha), inplace)
+    return _activate(input, lambda x: _elu_core(x, alpha, 1.0 / alpha), inplace)
 
 
 def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
@@ -197,8 +208,7 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
 
 def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
     """``x`` where ``x > threshold``, else ``value``."""
-    out = E.where(input > threshold, input, E.zeros_scalar_like(input) + value)
-    return _maybe_inplace(input, out, inplace)
+    return _activate(input, lambda x: E.where(x > threshold, x, E.zeros_scalar_like(x) + value), inplace)
 
 
 def glu(input: Tensor, dim: int = -1) -> Tensor:
@@ -212,3 +222,29 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
                            f"is size {size}")
     a, b = input.split(size // 2, dim)
     return a * E.sigmoid(b)
+
+
+# -- the in-place forms PyTorch names with a trailing underscore ----------------------------
+
+def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:
+    return leaky_relu(input, negative_slope, inplace=True)
+
+
+def elu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    return elu(input, alpha, inplace=True)
+
+
+def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    return hardtanh(input, min_val, max_val, inplace=True)
+
+
+def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
+    return globals()["threshold"](input, threshold, value, inplace=True)
+
+
+def celu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    return celu(input, alpha, inplace=True)
+
+
+def selu_(input: Tensor) -> Tensor:
+    return selu(input, inplace=True)
