@@ -100,7 +100,7 @@ def __getattr__(name: str) -> Any:
         return importlib.import_module(f"{__name__}.{name}")
     if name in ("save", "load"):
         return getattr(importlib.import_module(f"{__name__}.serialization"), name)
-    if name in ("accelerator", "cuda", "backends", "amp", "distributed"):
+    if name in ("accelerator", "cuda", "backends", "amp", "distributed", "multiprocessing"):
         return importlib.import_module(f"{__name__}.{name}")
     if name == "compile":
         return importlib.import_module(f"{__name__}.jit").compile

@@ -32,7 +32,8 @@ CONTRACT = ("rtxcore.dispatch", "rtxcore.dtype", "rtxcore.shape")
 # the public namespaces: above the core, never imported by it
 PUBLIC = ("rtxcore", "rtxcore.__main__", "rtxcore._cli", "rtxcore._unbuilt", "rtxcore.accelerator",
           "rtxcore.amp", "rtxcore.backends", "rtxcore.cuda", "rtxcore.distributed",
-          "rtxcore.distributions", "rtxcore.jit", "rtxcore.linalg", "rtxcore.nn", "rtxcore.onnx",
+          "rtxcore.distributions", "rtxcore.jit", "rtxcore.linalg", "rtxcore.multiprocessing",
+          "rtxcore.nn", "rtxcore.onnx",
           "rtxcore.optim", "rtxcore.profiler", "rtxcore.serialization", "rtxcore.sparse",
           "rtxcore.testing", "rtxcore.utils")
 LEVEL = {"contract": 0, "core": 1, "public": 2}
