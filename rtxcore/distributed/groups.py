@@ -10,6 +10,7 @@ collectives need of that: the backend, the watchdog, the groups, the debug flag.
 from __future__ import annotations
 
 import os
+import sys
 from datetime import timedelta
 from typing import Any, Sequence
 
@@ -99,7 +100,9 @@ def _pick(backend: str | None) -> CommBackend:
             raise CommBackendUnavailable(f"started by a launcher, but no backend can run: {reasons}")
         return max(usable, key=lambda c: c.priority)()
     name = str(backend).lower()
-    if name in ("gloo", "ucc"):
+    if name == "gloo":  # PyTorch's cpu backend: what a cpu job here runs on
+        return _serve_gloo(known)
+    if name == "ucc":
         raise ValueError(f"backend {backend!r} is PyTorch's; rtxcore's are "
                          f"{sorted(known)} (use 'mpi' on cpu and opencl, 'nccl' on cuda, "
                          "or None for the best one here)")
@@ -113,6 +116,31 @@ def _pick(backend: str | None) -> CommBackend:
     if reason is not None:
         raise CommBackendUnavailable(f"communication backend {name!r} is unavailable: {reason}")
     return cls()
+
+
+_said_gloo = [False]
+
+
+def _serve_gloo(known: dict[str, type[CommBackend]]) -> CommBackend:
+    """``init_process_group("gloo")``, as every PyTorch cpu script says: served by
+    ``mpi`` under a launcher (a world of one process without one), said once on
+    rank 0's stderr."""
+    mpi = known.get("mpi")
+    if mpi is None or not mpi.launched():
+        impl: CommBackend = SelfBackend()
+    else:
+        reason = mpi.unavailable_reason()
+        if reason is not None:
+            raise CommBackendUnavailable(f"backend 'gloo' is served by 'mpi' here, which is "
+                                         f"unavailable: {reason}")
+        impl = mpi()
+    rank = next((os.environ[v] for v in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "RANK")
+                 if v in os.environ), "0")
+    if not _said_gloo[0] and rank == "0":
+        sys.stderr.write(f"rtxcore.distributed: backend 'gloo' (PyTorch's) is served by "
+                         f"'{impl.name}' here\n")
+    _said_gloo[0] = True
+    return impl
 
 
 def _open_world(impl: CommBackend, seconds: float) -> Communicator:

@@ -12,6 +12,17 @@ use the launcher's own host options, e.g. (MPICH's Hydra)::
     python -m rtxcore.distributed.run -n 8 -hosts node1,node2 -ppn 4 train.py
     python -m rtxcore.distributed.run -n 64 -f hostfile train.py
 
+Scripts written for ``torchrun`` run unchanged: its common flags are taken
+(``--nproc_per_node N`` / ``--nproc-per-node=N``, ``auto`` or ``cpu`` for one per
+core; ``--nnodes 1``, ``--node_rank 0``, ``--standalone``, ``--master_addr``,
+``--master_port``; the ``--rdzv_*`` and ``--max_restarts`` options are accepted
+and unused) and every rank gets torchrun's environment: ``RANK``,
+``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``GROUP_RANK``,
+``MASTER_ADDR`` and ``MASTER_PORT`` (so ``int(os.environ["LOCAL_RANK"])`` and
+``init_process_group("gloo")`` work)::
+
+    python -m rtxcore.distributed.run --standalone --nproc_per_node=2 ddp_train.py
+
 ``mpiexec -n 4 python train.py`` works too; the guard is then installed by
 ``init_process_group`` (it catches ``sys.exit(n)`` and uncaught exceptions, not
 ``raise SystemExit(n)``).
@@ -26,6 +37,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 INSTALL = "pip install 'rtxcore[mpi]'   (mpi4py and the mpich wheel, which brings mpiexec)"
 
@@ -62,9 +74,36 @@ def _abort(code: int, why: str) -> None:
         os._exit(code)
 
 
+# (rank, size, local rank, local size) as MPICH's Hydra, Open MPI and PMIx say them
+_LAUNCHER_ENV = (("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"),
+                 ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+                  "OMPI_COMM_WORLD_LOCAL_SIZE"),
+                 ("PMIX_RANK", "PMIX_SIZE", "PMIX_LOCAL_RANK", "PMIX_LOCAL_SIZE"))
+
+
+def torchrun_environment(env: dict[str, str]) -> dict[str, str]:
+    """The variables torchrun gives each process, from what the MPI launcher set
+    in ``env`` (the launcher's rank and sizes win over inherited values;
+    ``MASTER_ADDR``/``MASTER_PORT`` keep the user's, else torchrun's defaults)."""
+    for rank, size, local, local_size in _LAUNCHER_ENV:
+        if rank in env:
+            r, n = env[rank], env.get(size, "1")
+            out = {"RANK": r, "WORLD_SIZE": n, "LOCAL_RANK": env.get(local, r),
+                   "LOCAL_WORLD_SIZE": env.get(local_size, n)}
+            break
+    else:
+        out = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"}
+    out.update(GROUP_RANK=env.get("GROUP_RANK", "0"), ROLE_RANK=out["RANK"],
+               ROLE_WORLD_SIZE=out["WORLD_SIZE"],
+               MASTER_ADDR=env.get("MASTER_ADDR", "127.0.0.1"),
+               MASTER_PORT=env.get("MASTER_PORT", "29500"))
+    return out
+
+
 def run_rank(script: str, args: list[str]) -> None:
-    """One rank: run ``script`` (or ``-m module``) as ``__main__``; any failure
-    aborts the job."""
+    """One rank: run ``script`` (or ``-m module``) as ``__main__`` with torchrun's
+    environment; any failure aborts the job."""
+    os.environ.update(torchrun_environment(dict(os.environ)))
     module = None
     if script == "-m":
         if not args:
@@ -98,9 +137,78 @@ def run_rank(script: str, args: list[str]) -> None:
 
 USAGE = """usage: python -m rtxcore.distributed.run -n N [mpiexec options] script.py [args]
        python -m rtxcore.distributed.run -n N [mpiexec options] -m module [args]
+       python -m rtxcore.distributed.run --nproc_per_node=N [torchrun options] script.py [args]
 
 Runs script.py on N processes with the mpiexec of this environment; a failing
 rank ends the whole job with its exit status."""
+
+
+_IGNORED = ("rdzv_backend", "rdzv_endpoint", "rdzv_id", "rdzv_conf", "max_restarts",
+            "monitor_interval", "redirects", "tee", "log_dir", "role")
+
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # (not on Linux)
+        return os.cpu_count() or 1
+
+
+def torchrun_options(opts: list[str], env: Any) -> list[str]:
+    """``opts`` with torchrun's flags turned into mpiexec's (``--nproc_per_node N``
+    -> ``-n N``); ``--master_addr``/``--master_port`` are put into ``env`` for the
+    ranks. Anything else passes to mpiexec as it is. ValueError for a flag
+    whose value can't be run here (more than one node: use mpiexec's hosts)."""
+    out: list[str] = []
+    i = 0
+    while i < len(opts):
+        flag = opts[i]
+        if not flag.startswith("--"):
+            out.append(flag)
+            i += 1
+            continue
+        key, eq, value = flag[2:].partition("=")
+        key = key.replace("-", "_")
+        if key == "standalone" and not eq:  # one node, a local rendezvous: what this is
+            i += 1
+            continue
+        takes = key in ("nproc_per_node", "nnodes", "node_rank", "master_addr", "master_port",
+                        *_IGNORED)
+        if not takes:
+            out.append(flag)
+            i += 1
+            continue
+        if not eq:
+            if i + 1 >= len(opts):
+                raise ValueError(f"--{key} needs a value")
+            value = opts[i + 1]
+            i += 1
+        i += 1
+        if key == "nproc_per_node":
+            if value in ("auto", "cpu"):
+                n = _cpus()
+            elif value.isdigit() and int(value) > 0:
+                n = int(value)
+            else:
+                raise ValueError(f"--nproc_per_node {value!r}: expected a positive number, "
+                                 f"'auto' or 'cpu'")
+            out += ["-n", str(n)]
+        elif key == "nnodes":
+            if value not in ("1", "1:1"):
+                raise ValueError(f"--nnodes {value}: this launcher starts one node's processes; "
+                                 f"for several nodes give mpiexec's host options "
+                                 f"(e.g. -n 8 -hosts node1,node2 -ppn 4)")
+        elif key == "node_rank":
+            if value != "0":
+                raise ValueError(f"--node_rank {value}: one node only (see --nnodes)")
+        elif key == "master_addr":
+            env["MASTER_ADDR"] = value
+        elif key == "master_port":
+            if not value.isdigit() or not 0 < int(value) < 65536:
+                raise ValueError(f"--master_port {value!r}: expected a port number")
+            env["MASTER_PORT"] = value
+        # _IGNORED: rendezvous and restarts are MPI's business here
+    return out
 
 
 def main(argv: list[str]) -> int:
@@ -126,6 +234,11 @@ def main(argv: list[str]) -> int:
         opts, rest = argv[:cut], argv[cut:]
     if not rest:
         print(USAGE, file=sys.stderr)
+        return 2
+    try:
+        opts = torchrun_options(opts, os.environ)
+    except ValueError as exc:
+        print(f"rtxcore.distributed.run: {exc}\n\n{USAGE}", file=sys.stderr)
         return 2
     if rest[0] != "-m" and not Path(rest[0]).exists():
         print(f"rtxcore.distributed.run: no such script: {rest[0]}", file=sys.stderr)
