@@ -463,7 +463,7 @@ class Custom:
     (defaultdict(list), "obj", "defaultdict"),
     ({"c": 1 + 2j}, "obj['c']", "complex"),
     ({frozenset(): 1}, "obj[frozenset()]", "frozenset"),
-    (np.zeros(3), "obj", "ndarray"),
+    (np.array([1 + 2j]), "obj", "NumPy array of dtype complex128"),  # (number arrays save)
 ])
 def test_unsupported_objects_name_their_place(obj, where, typename):
     buf = io.BytesIO()
@@ -743,3 +743,48 @@ def test_file_replaced_while_it_is_read(tmp_path, monkeypatch):
         rc.load(path)
     monkeypatch.undo()
     assert rc.load(path)["step"] == 2
+
+
+def test_numpy_arrays_are_saved_as_data_and_load_back_as_arrays(tmp_path):
+    # a data set kept as NumPy arrays, as scripts save it with torch.save
+    data = {"x": np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2],  # a strided view
+            "y": np.array([3, 1, 2], dtype=np.int64), "mask": np.array([True, False]),
+            "big": np.arange(3, dtype=">i4"), "w": rc.ones(2), "empty": np.zeros((0, 2))}
+    path = tmp_path / "data.rtx"
+    rc.save(data, path)
+    back = rc.load(path)
+    for k in ("x", "y", "mask", "empty"):
+        assert type(back[k]) is np.ndarray and back[k].dtype == data[k].dtype, k
+        np.testing.assert_array_equal(back[k], data[k])
+    assert back["big"].dtype == np.dtype("<i4") and back["big"].tolist() == [0, 1, 2]
+    assert isinstance(back["w"], rc.Tensor)
+    back["x"][0, 0] = 99  # a writable array of its own
+    assert rc.load(path)["x"][0, 0] == 0
+
+
+@pytest.mark.parametrize("bad", [np.array(["a", "b"]), np.array([object()]),
+                                 np.array([1 + 2j])])
+def test_numpy_arrays_that_are_not_numbers_are_refused(tmp_path, bad):
+    with pytest.raises(TypeError, match="cannot save a NumPy array of dtype"):
+        rc.save({"a": bad}, tmp_path / "x.rtx")
+    assert not (tmp_path / "x.rtx").exists()
+
+
+def test_saving_a_model_or_optimizer_says_save_the_state_dict(tmp_path):
+    model = rc.nn.Linear(2, 2)
+    with pytest.raises(TypeError, match=r"Save the model's state_dict\(\) instead"):
+        rc.save(model, tmp_path / "m.rtx")
+    with pytest.raises(TypeError, match=r"Save the optimizer's state_dict\(\) instead: "
+                                        r"rtxcore.save\(obj\['opt'\].state_dict\(\)"):
+        rc.save({"opt": rc.optim.SGD(model.parameters(), lr=0.1)}, tmp_path / "o.rtx")
+
+
+def test_an_ndarray_node_naming_no_array_is_corrupt(tmp_path):
+    path = tmp_path / "a.rtx"
+    rc.save({"a": np.arange(3)}, path)
+    raw = path.read_bytes()
+    hostile = raw.replace(b'{\\"ndarray\\":\\"a\\"}', b'{\\"ndarray\\":\\"zz\\"}')
+    assert hostile != raw
+    path.write_bytes(hostile)
+    with pytest.raises(Exception, match="array 'zz'|checksum|corrupt|crc"):
+        rc.load(path)

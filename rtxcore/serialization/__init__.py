@@ -42,6 +42,8 @@ File format
       ``{"tensor": NAME, "device": "cpu"}``      a tensor (plus ``"requires_grad":
                                                  true`` and ``"parameter": true``
                                                  when they apply)
+      ``{"ndarray": NAME}``                      a NumPy array (bool, int or float;
+                                                 loads back as an array, on the host)
       ``{"list": [NODE, ...]}``                  a list
       ``{"tuple": [NODE, ...]}``                 a tuple
       ``{"dict": [[KEY, NODE], ...]}``           a dict, keys as nodes, in order

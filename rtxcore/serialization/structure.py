@@ -117,6 +117,11 @@ class _Loader:
         if len(node) != 1:
             raise _Corrupt(f"bad node {node!r:.80}")
         (kind, v), = node.items()
+        if kind == "ndarray":  # a NumPy array: data back as an array, wherever map_location says
+            arr = self.arrays.get(v) if type(v) is str else None
+            if arr is None:
+                raise _Corrupt(f"the structure refers to an array {v!r:.80} that the file doesn't hold")
+            return np.array(arr)
         if kind in ("list", "tuple") and type(v) is list:
             items = [self.node(x, depth + 1) for x in v]
             return items if kind == "list" else tuple(items)

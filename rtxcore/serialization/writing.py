@@ -56,6 +56,18 @@ class _Saver:
             node["parameter"] = True
         return node
 
+    def ndarray(self, a: np.ndarray, where: str, parts: list[str]) -> dict[str, Any]:
+        """A NumPy array, stored as a tensor of the file tagged to load back as an
+        array (data, not code: no pickle)."""
+        if a.dtype.byteorder == ">":
+            a = a.astype(a.dtype.newbyteorder("<"))
+        if a.dtype not in _NUMPY_TO_ST:
+            raise TypeError(f"{where}: cannot save a NumPy array of dtype {a.dtype}; "
+                            f"rtxcore.save stores arrays of bool, int and float dtypes")
+        name = self._name(parts)
+        self.arrays[name] = np.ascontiguousarray(a)
+        return {"ndarray": name}
+
     def key(self, k: Any, where: str) -> Any:
         t = type(k)
         if k is None or t is bool or t is int or t is str:
@@ -85,6 +97,8 @@ class _Saver:
             return self.tensor(obj, parts)
         if isinstance(obj, np.generic) and obj.dtype.kind in "biuf":
             return self.node(obj.item(), where, parts, depth)
+        if t is np.ndarray:
+            return self.ndarray(obj, where, parts)
         if t is DType:
             return {"dtype": obj.name}
         if t is Device:
@@ -106,9 +120,22 @@ class _Saver:
             finally:
                 self._active.discard(id(obj))
         raise TypeError(
-            f"{where}: cannot save object of type {t.__qualname__}; rtxcore.save stores tensors, numbers, "
-            "str, None, dtypes and devices in dicts, OrderedDicts, lists and tuples (no pickle)"
+            f"{where}: cannot save object of type {t.__qualname__}; rtxcore.save stores tensors, "
+            "NumPy arrays, numbers, str, None, dtypes and devices in dicts, OrderedDicts, lists "
+            f"and tuples (no pickle){_what_to_save(obj, where)}"
         )
+
+
+def _what_to_save(obj: Any, where: str) -> str:
+    """For a model or an optimizer, the sentence that says what to save instead."""
+    for module, cls, noun in (("rtxcore.nn.module", "Module", "model"),
+                              ("rtxcore.optim.optimizer", "Optimizer", "optimizer")):
+        mod = sys.modules.get(module)
+        if mod is not None and isinstance(obj, getattr(mod, cls)):
+            return (f". Save the {noun}'s state_dict() instead: rtxcore.save({where}.state_dict(), "
+                    f"path), and later {noun}.load_state_dict(rtxcore.load(path)) on one built the "
+                    f"same way")
+    return ""
 
 
 def _encode(obj: Any) -> tuple[dict[str, np.ndarray], dict[str, str]]:
