@@ -4,7 +4,6 @@ and reported honestly: what each one controls in rtxcore is said below."""
 
 from __future__ import annotations
 
-import os
 import warnings
 from typing import Any
 
@@ -82,11 +81,12 @@ def _dtype(t: Any) -> D.DType:
 
 
 def set_num_threads(n: int) -> None:
-    """Threads for the cpu backend's BLAS and OpenMP pools, and for its fused
-    groups of ``rtxcore.compile`` (``rtx_cpu.fused``: read at each call). Applied through
+    """Threads for the cpu backend's BLAS and OpenMP pools, and for its own
+    splitting of large kernels (elementwise ops, reductions, layer_norm, fused
+    groups of ``rtxcore.compile``: read at each call). Applied to BLAS through
     ``threadpoolctl`` when it is installed (limits NumPy's BLAS from now on);
-    without it only stored and reported back: the pools keep the size they got
-    at import (set ``OMP_NUM_THREADS`` before starting to change it)."""
+    without it BLAS keeps the size it got at import (set ``OMP_NUM_THREADS``
+    before starting to change it)."""
     n = int(n)
     if n <= 0:
         raise RuntimeError(f"set_num_threads expects a positive integer, got {n}")
@@ -100,21 +100,11 @@ def set_num_threads(n: int) -> None:
 
 
 def get_num_threads() -> int:
-    """The value set by ``set_num_threads``, else the BLAS pool's size (from
-    ``threadpoolctl`` when installed), else ``OMP_NUM_THREADS`` or the CPU count."""
-    n = _threads_setting.requested()
-    if n is not None:
-        return n
-    try:
-        from threadpoolctl import threadpool_info
-    except ImportError:
-        pass
-    else:
-        sizes = [p.get("num_threads") for p in threadpool_info() if p.get("user_api") == "blas"]
-        if sizes and sizes[0]:
-            return int(sizes[0])
-    env = os.environ.get("OMP_NUM_THREADS", "")
-    return int(env) if env.isdigit() and int(env) > 0 else (os.cpu_count() or 1)
+    """The value set by ``set_num_threads``, else PyTorch's default:
+    ``OMP_NUM_THREADS`` when set, else the CPUs this process may run on
+    (``len(os.sched_getaffinity(0))``). The cpu backend splits large kernels over
+    that many threads (``rtx_cpu.parallel``)."""
+    return _threads_setting.count()
 
 
 # -- determinism and matmul precision -----------------------------------------------------------

@@ -16,12 +16,12 @@ cores a 4M-element GELU group runs in about 0.6 of its one-thread time.
 
 from __future__ import annotations
 
-from typing import Any, Callable
-
 import os
+from typing import Any, Callable
 
 import numpy as np
 from rtxcore.dispatch.fused import elementwise_steps
+from rtxcore.dispatch.threads import DEFAULT as DEFAULT_THREADS
 from rtxcore.dispatch.threads import requested as requested_threads
 
 BLOCK = 1 << 16
@@ -171,7 +171,8 @@ _pool: Any = None
 
 def threads() -> int:
     """Threads a large group's blocks are spread over: ``rtxcore.set_num_threads``'
-    value, else the CPUs this process may run on (at most 8)."""
+    value, else the default (``OMP_NUM_THREADS``, else the CPUs this process may
+    run on; at most 8 here)."""
     return requested_threads() or _CPUS
 
 
@@ -187,8 +188,19 @@ def pool() -> Any:
     return _pool
 
 
-_CPUS = min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-            else os.cpu_count() or 1)
+_CPUS = min(8, DEFAULT_THREADS)
+
+
+def _forget_pool() -> None:
+    """In a child made by ``fork`` the pool's threads are gone (fork copies the
+    calling thread alone), and work handed to them would wait forever: the child
+    makes a pool of its own at first use."""
+    global _pool
+    _pool = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
 
 
 def _parallel(run: Callable[..., None], n: int, total: int, unit: int, blocks: int,

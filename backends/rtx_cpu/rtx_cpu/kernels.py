@@ -17,7 +17,7 @@ import numpy as np
 
 from rtxcore.dispatch import xp
 
-from . import memory
+from . import memory, parallel
 from .conv_kernels import KERNELS as _CONV_KERNELS
 from .erf_kernels import erf, gelu, gelu_backward
 from .norm_kernels import layer_norm, layer_norm_backward
@@ -28,7 +28,7 @@ from .window_kernels import max_pool2d_tiled, max_pool2d_tiled_backward
 # costs about 1 us a call, more than a tiny add).
 warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"rtxcore\.dispatch\.xp")
 warnings.filterwarnings("ignore", category=RuntimeWarning,
-                        module=r"rtx_cpu\.(kernels|fused|erf_kernels|norm_kernels)")
+                        module=r"rtx_cpu\.(kernels|fused|erf_kernels|norm_kernels|parallel)")
 
 
 # -- memory: a buffer is any C-contiguous ndarray; views are ndarrays over it
@@ -165,3 +165,20 @@ KERNELS.update({
     "max_pool2d_tiled": max_pool2d_tiled, "max_pool2d_tiled_backward": max_pool2d_tiled_backward,
     **_CONV_KERNELS,
 })
+
+# Large elementwise ops and reductions split over the backend's threads (``parallel``:
+# the same bits on any number of threads; a small call is the one NumPy call it was).
+# Kernels of about a nanosecond an element or more split at a smaller size.
+_MATH = ("exp", "log", "sqrt", "sin", "cos", "tanh", "expm1", "log1p", "log2", "tan")
+KERNELS.update({op: parallel.unary(KERNELS[op], parallel.PART_MIN_MATH if op in _MATH
+                                   else parallel.PART_MIN)
+                for op in ("neg", "abs", "sign", "reciprocal", "floor", "ceil", "round", "trunc",
+                           "logical_not", "isnan", "isinf", *_MATH)})
+KERNELS.update({op: parallel.binary(KERNELS[op])
+                for op in ("add", "sub", "mul", "div", "eq", "ne", "lt", "le", "gt", "ge",
+                           "logical_and", "logical_or", "logical_xor", "floor_divide",
+                           "remainder")})
+KERNELS.update({op: parallel.wrap(KERNELS[op])
+                for op in ("maximum", "minimum", "where", "copy", "cast")})
+KERNELS.update({op: parallel.reduction(uf, KERNELS[op]) for op, uf in (
+    ("sum", np.add), ("prod", np.multiply), ("max", np.maximum), ("min", np.minimum))})
