@@ -318,6 +318,38 @@ def test_scaler_skips_a_step_with_inf_and_backs_off(device):
     assert scaler.get_scale() == 512.0 and scaler._get_growth_tracker() == 0
 
 
+def test_scaler_skips_when_any_gradient_is_inf_not_only_all(device):
+    # two parameters, only the second's gradient overflows: no parameter moves
+    w, _ = _setup(device)
+    v = rc.tensor([1.0, 2.0], device=device, requires_grad=True)
+    opt = rc.optim.SGD([w, v], lr=0.1)
+    scaler = rc.amp.GradScaler(device, init_scale=4.0)
+    before = (w.detach().cpu().numpy().copy(), v.detach().cpu().numpy().copy())
+    loss = (w * w).sum() + (v * rc.tensor([float("nan"), 1.0], device=device)).sum()
+    scaler.scale(loss).backward()
+    assert np.isfinite(w.grad.cpu().numpy()).all()  # the first gradient alone is fine
+    assert scaler.step(opt) is None
+    np.testing.assert_array_equal(w.detach().cpu().numpy(), before[0])
+    np.testing.assert_array_equal(v.detach().cpu().numpy(), before[1])
+    scaler.update()
+    assert scaler.get_scale() == 2.0
+
+
+def test_scaler_load_state_dict_after_scaling_takes_the_loaded_scale(device):
+    w, opt = _setup(device)
+    scaler = rc.amp.GradScaler(device, init_scale=8.0, growth_interval=100)
+    scaler.scale((w * w).sum()).backward()  # the scale is now in use
+    scaler.step(opt)
+    scaler.update()
+    assert scaler.get_scale() == 8.0
+    scaler.load_state_dict({"scale": 1024.0, "growth_factor": 3.0, "backoff_factor": 0.25,
+                            "growth_interval": 7, "_growth_tracker": 2})
+    assert scaler.get_scale() == 1024.0 and scaler._get_growth_tracker() == 2
+    opt.zero_grad()
+    loss = (w * w).sum()
+    np.testing.assert_allclose(scaler.scale(loss).item(), 1024.0 * loss.item(), rtol=1e-6)
+
+
 def test_scaler_steps_unscaled_and_grows(device):
     w, opt = _setup(device)
     scaler = rc.amp.GradScaler(device, init_scale=256.0, growth_factor=4.0, growth_interval=2)

@@ -42,6 +42,18 @@ def test_multinomial_without_replacement_never_repeats_and_skips_zeros(device):
     assert full[-1] == 1
 
 
+def test_multinomial_without_replacement_draws_heavier_first_in_proportion(device):
+    # weights [0.9, 0.1], both drawn: index 0 comes first 90% of the time
+    rc.manual_seed(3)
+    w = rc.tensor([[0.9, 0.1]], device=device).expand(4000, 2)
+    first = rc.multinomial(w, 2).numpy()[:, 0]
+    assert 0.87 < (first == 0).mean() < 0.93, (first == 0).mean()
+    # three categories, the first of two draws: P(first = i) = w_i
+    p = np.array([0.5, 0.3, 0.2])
+    s = rc.multinomial(rc.tensor(p, device=device).expand(4000, 3), 2).numpy()
+    assert np.allclose(np.bincount(s[:, 0], minlength=3) / 4000, p, atol=0.03)
+
+
 def test_multinomial_with_replacement_frequencies(device):
     p = np.array([0.1, 0.0, 0.6, 0.3])
     rc.manual_seed(1)

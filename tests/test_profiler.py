@@ -353,6 +353,15 @@ def test_opencl_device_times() -> None:
     # the front-end holds its kernel's device time; its own is zero
     assert rows["rtxcore::add"].device_time_total == rows["opencl::add"].device_time_total
     assert rows["rtxcore::add"].self_device_time_total == 0
+    # and every range above it: a record_function two levels up holds it too
+    with profile() as nested:
+        with record_function("outer"):
+            (x + y).numpy()
+    rows = _rows(nested)
+    assert rows["opencl::add"].device_time_total > 0
+    assert rows["outer"].device_time_total == rows["opencl::add"].device_time_total
+    assert rows["rtxcore::add"].device_time_total == rows["opencl::add"].device_time_total
+    assert rows["outer"].self_device_time_total == 0
     text = prof.table(sort_by="self_device_time_total")
     assert "Self OPENCL" in text and "Self OPENCL time total" in text
     # profiling is off again: the plain queue and enqueue are back
