@@ -370,3 +370,33 @@ def test_loss_modules(device):
     t = rc.randn(4, 3, device=device)
     assert_close(nn.MSELoss()(x, t), ((xn - t.numpy()) ** 2).mean(), rtol=1e-5)
     assert_close(nn.L1Loss(reduction="none")(x, t), np.abs(xn - t.numpy()), rtol=1e-5)
+
+
+def test_replacing_a_module_or_parameter_keeps_its_place():
+    # PyTorch keeps the registration order when a name is set again
+    ml = nn.ModuleList([nn.Linear(2, 2), nn.ReLU(), nn.Linear(2, 3)])
+    ml[0] = nn.Tanh()
+    assert [type(m).__name__ for m in ml] == ["Tanh", "ReLU", "Linear"]
+    assert list(ml._modules) == ["0", "1", "2"]
+    seq = nn.Sequential(nn.Linear(2, 2), nn.ReLU(), nn.Linear(2, 1))
+    seq[1] = nn.Tanh()
+    assert isinstance(seq[1], nn.Tanh) and list(seq.state_dict()) == [
+        "0.weight", "0.bias", "2.weight", "2.bias"]
+    assert seq(rc.ones(4, 2)).shape == (4, 1)
+    lin = nn.Linear(2, 2)
+    lin.weight = nn.Parameter(rc.ones(2, 2))
+    assert list(lin.state_dict()) == ["weight", "bias"]
+    with pytest.raises(IndexError):
+        seq[3] = nn.ReLU()
+
+
+def test_deleting_from_a_sequence_numbers_the_rest_again():
+    seq = nn.Sequential(nn.ReLU(), nn.Tanh(), nn.Sigmoid(), nn.Identity())
+    del seq[1]
+    assert [type(m).__name__ for m in seq] == ["ReLU", "Sigmoid", "Identity"]
+    assert list(seq._modules) == ["0", "1", "2"]
+    del seq[-2:]
+    assert [type(m).__name__ for m in seq] == ["ReLU"]
+    ml = nn.ModuleList([nn.ReLU(), nn.Tanh()])
+    del ml[0]
+    assert isinstance(ml[0], nn.Tanh) and len(ml) == 1

@@ -22,6 +22,17 @@ class _ModuleSequence(Module):
         self.add_module(str(len(self)), module)
         return self
 
+    def __delitem__(self, idx: Any) -> None:
+        """Remove the module(s) at ``idx``; the rest are numbered 0, 1, ... again
+        (as PyTorch's)."""
+        keys = list(self._modules)
+        for key in (keys[idx] if isinstance(idx, slice) else [keys[_index(idx, len(self))]]):
+            del self._modules[key]
+        rest = list(self._modules.values())
+        self._modules.clear()
+        for i, m in enumerate(rest):
+            self._modules[str(i)] = m
+
 
 def _index(idx: int, n: int) -> int:
     if not -n <= idx < n:
@@ -50,6 +61,11 @@ class Sequential(_ModuleSequence):
         if isinstance(idx, slice):
             return Sequential(OrderedDict(list(self._modules.items())[idx]))
         return list(self._modules.values())[_index(idx, len(self))]
+
+    def __setitem__(self, idx: int, module: Module) -> None:
+        """``model[i] = layer`` replaces the i-th module, in its place."""
+        key = list(self._modules)[_index(idx, len(self))]
+        self.add_module(key, module)
 
 
 class ModuleList(_ModuleSequence):

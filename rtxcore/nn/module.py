@@ -102,10 +102,10 @@ class Module:
             return
         params, buffers, modules = d["_parameters"], d["_buffers"], d["_modules"]
         if isinstance(value, Parameter):
-            self._drop(name)
+            self._drop(name, keep="_parameters")
             params[name] = value
         elif isinstance(value, Module):
-            self._drop(name)
+            self._drop(name, keep="_modules")
             modules[name] = value
         elif name in params:
             if value is not None:
@@ -125,11 +125,15 @@ class Module:
         else:
             object.__setattr__(self, name, value)
 
-    def _drop(self, name: str) -> None:
+    def _drop(self, name: str, keep: str | None = None) -> None:
+        """Remove ``name`` from the attributes and the registries, but for the
+        registry ``keep`` (a value set again there keeps its place in the order,
+        as in PyTorch: ``model.layers[1] = new`` stays the second layer)."""
         d = self.__dict__
         d.pop(name, None)
-        for reg in (d["_parameters"], d["_buffers"], d["_modules"]):
-            reg.pop(name, None)
+        for reg in ("_parameters", "_buffers", "_modules"):
+            if reg != keep:
+                d[reg].pop(name, None)
         d["_non_persistent"].discard(name)
 
     def __getattr__(self, name: str) -> Any:
@@ -182,7 +186,7 @@ class Module:
             raise TypeError(f"name should be a string, got {type(name).__name__}")
         if "." in name or not name:
             raise KeyError(f"name can't contain \".\" or be empty, got {name!r}")
-        self._drop(name)
+        self._drop(name, keep=registry)
         self.__dict__[registry][name] = value
 
     # -- calling -------------------------------------------------------------------------
