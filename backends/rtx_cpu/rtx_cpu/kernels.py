@@ -21,6 +21,7 @@ from . import memory, parallel
 from .conv_kernels import KERNELS as _CONV_KERNELS
 from .erf_kernels import erf, gelu, gelu_backward
 from .norm_kernels import layer_norm, layer_norm_backward
+from .pow_kernels import pow_kernel
 from .window_kernels import max_pool2d_tiled, max_pool2d_tiled_backward
 
 # PyTorch computes log(0) = -inf and 1/0 = inf silently; so do we. Only warnings
@@ -160,6 +161,7 @@ _xp_scatter_add = KERNELS["scatter_add"]
 KERNELS.update({
     "empty": empty, "from_host": from_host, "to_host": to_host,
     "uniform": uniform, "normal": normal, "erf": erf, "scatter_add": scatter_add,
+    "pow": pow_kernel(KERNELS["pow"]),  # small and negative-base exponents (pow_kernels)
     "gelu": gelu, "gelu_backward": gelu_backward, "layer_norm": layer_norm,
     "layer_norm_backward": layer_norm_backward,
     "max_pool2d_tiled": max_pool2d_tiled, "max_pool2d_tiled_backward": max_pool2d_tiled_backward,
