@@ -12,11 +12,12 @@ per op. PyTorch columns appear when torch is importable.
 With ``--device opencl`` it prints OpenCL tables instead (see ``_main_opencl``):
 elementwise and reductions against NumPy/PyTorch, matmul GFLOP/s (rtxcore's own
 kernel, CLBlast via ``RTX_OPENCL_MATMUL=clblast``, NumPy, PyTorch), the cost of
-a tiny op and of a synchronisation, and first-call (compile) time, warm and with
+a tiny op (against a bare PyOpenCL enqueue, and in host CPU time) and of a
+synchronisation, and first-call (compile) time, warm and with
 the on-disk kernel caches bypassed. OpenCL work is timed as the device runs it:
 N calls are enqueued, then one ``rtx_opencl.synchronize()``.
 
-    python benchmarks/ops.py --device opencl [--quick]
+    python benchmarks/ops.py --device opencl [--quick] [--only tiny]
 
 With ``--device cuda`` it prints CUDA tables beside CuPy's own calls on the same
 arrays (elementwise at 16M and 256M elements, reductions, matmul 4096 in TFLOP/s,
@@ -52,8 +53,8 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--no-torch", action="store_true", help="skip PyTorch even if installed")
     p.add_argument("--no-compile", action="store_true",
                    help="skip torch.compile (layer_norm table)")
-    p.add_argument("--only", choices=("ops", "layer_norm"), default=None,
-                   help="cpu: run one table (default both)")
+    p.add_argument("--only", choices=("ops", "layer_norm", "tiny"), default=None,
+                   help="cpu: run one table (default both); opencl: tiny, the per-op overhead table")
     return p.parse_args()
 
 
@@ -376,6 +377,79 @@ def _cold_probe(device: str, env: dict, runs: int) -> dict | None:
     return {k: statistics.median(r[k] for r in results) for k in results[0]}
 
 
+def _bare_enqueue(d):
+    """A call that enqueues a 1-element add kernel with PyOpenCL alone (its
+    invoker, arguments typed once): what a tiny op can't go below."""
+    import pyopencl as cl
+
+    prg = cl.Program(d.ctx, "__kernel void add(__global float *o, long oo, __global const float *a,"
+                            " long ao, __global const float *b, long bo)"
+                            " { long i = get_global_id(0); o[oo + i] = a[ao + i] + b[bo + i]; }").build()
+    k = prg.add
+    k.set_scalar_arg_dtypes([None, np.int64] * 3)
+    bufs = [cl.Buffer(d.ctx, cl.mem_flags.READ_WRITE, 4) for _ in range(3)]
+    q = d.queue
+    return lambda: k(q, (1,), (1,), bufs[0], 0, bufs[1], 0, bufs[2], 0)
+
+
+def _host_cpu(fns: list, number: int, rounds: int) -> list[float]:
+    """Median CPU time of this thread per call of each fn (``number`` calls,
+    rounds interleaved; the device drained between rounds)."""
+    import rtx_opencl
+
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(rounds):
+        for i, fn in enumerate(fns):
+            rtx_opencl.synchronize()
+            t0 = time.thread_time()
+            for _ in range(number):
+                fn()
+            times[i].append((time.thread_time() - t0) / number)
+    rtx_opencl.synchronize()
+    return [statistics.median(t) for t in times]
+
+
+def _tiny_opencl(dev, d, rounds: int) -> None:
+    """Table 4 of the OpenCL run: the cost of a tiny op against a bare PyOpenCL enqueue."""
+    import rtx_opencl
+
+    sync = rtx_opencl.synchronize
+    quick = ARGS.quick
+    one = np.ones(1, np.float32)
+    r1 = rc.tensor(one, device=dev)
+    c1 = rc.tensor(one)  # rtxcore's cpu backend, for the framework's own cost
+    number = 500 if quick else 3000
+    bare = _bare_enqueue(d)  # PyOpenCL alone: one add kernel enqueued through its invoker
+    cases = [(bare, sync, None),                       # the floor: a bare PyOpenCL enqueue
+             (lambda: r1 + r1, sync, None),            # back to back, one sync at the end
+             (lambda: r1.exp(), sync, None),
+             (lambda: r1.sum(), sync, None),
+             (lambda: (r1 + r1, sync()), None, None),  # each op waited for
+             (lambda: sync(), None, None),             # a sync on an idle queue
+             (lambda: (r1 + r1).cpu(), None, None),    # op and read the result back
+             (lambda: c1 + c1, None, None),
+             (lambda: one + one, None, None)]
+    if torch:
+        t1 = torch.from_numpy(one)
+        cases.append((lambda: t1 + t1, None, None))
+    ts = _time_queued(cases, number, rounds)
+    # the calling thread's CPU time per call of the enqueueing rows: the host's own
+    # work, which waiting for a core on a busy machine doesn't inflate
+    cpu = _host_cpu([c[0] for c in cases[:4]], number, rounds)
+    names = ["bare PyOpenCL enqueue (1-element add kernel)",
+             "opencl: add, enqueued back to back (per call)", "opencl: exp, back to back",
+             "opencl: sum, back to back", "opencl: add + synchronize()",
+             "opencl: synchronize() on an idle queue", "opencl: add + .cpu() (read 4 bytes)",
+             "rtxcore cpu backend: add", "numpy: add"] + (["torch: add"] if torch else [])
+    rows = [[nm, _fmt_time(t).strip(), _ratio(t, ts[8]), _ratio(t, ts[0]),
+             _opt_time(cpu[i] if i < 4 else None), _ratio(cpu[i], cpu[0]) if i < 4 else "-"]
+            for i, (nm, t) in enumerate(zip(names, ts))]
+    _table([("1-element float32 op", 48), ("time per call", 16), ("vs numpy", 10), ("vs bare", 9),
+            ("host CPU", 11), ("CPU vs bare", 12)], rows,
+           "4. per-op overhead of a tiny op (budget: <= 2x a bare PyOpenCL enqueue; host CPU: the"
+           " calling thread's CPU time per call)")
+
+
 def _main_opencl(dev) -> int:
     import rtx_opencl
     import rtx_opencl.blas as BLAS
@@ -394,6 +468,9 @@ def _main_opencl(dev) -> int:
           + (" | --quick" if quick else ""))
     print("OpenCL times: N calls enqueued back to back, then one synchronize(); outputs are fresh tensors."
           f" Load average at start: {os.getloadavg()[0]:.2f} (on a shared machine thread pools suffer first).")
+    if ARGS.only == "tiny":
+        _tiny_opencl(dev, d, rounds)
+        return 0
     rng = np.random.default_rng(0)
 
     # 1. elementwise -----------------------------------------------------------------
@@ -481,27 +558,7 @@ def _main_opencl(dev) -> int:
            "3. matmul, float32, GFLOP/s (higher is better; own/np and clb/own are time ratios)"
            + ("" if clblast else " -- pyclblast not importable: clblast n/a"))
 
-    # 4. per-op overhead ---------------------------------------------------------------
-    one = np.ones(1, np.float32)
-    r1 = rc.tensor(one, device=dev)
-    c1 = rc.tensor(one)  # rtxcore's cpu backend, for the framework's own cost
-    number = 500 if quick else 3000
-    cases = [(lambda: r1 + r1, sync, None),            # back to back, one sync at the end
-             (lambda: (r1 + r1, sync()), None, None),  # each op waited for
-             (lambda: sync(), None, None),             # a sync on an idle queue
-             (lambda: (r1 + r1).cpu(), None, None),    # op and read the result back
-             (lambda: c1 + c1, None, None),
-             (lambda: one + one, None, None)]
-    if torch:
-        t1 = torch.from_numpy(one)
-        cases.append((lambda: t1 + t1, None, None))
-    ts = _time_queued(cases, number, rounds)
-    names = ["opencl: add, enqueued back to back (per call)", "opencl: add + synchronize()",
-             "opencl: synchronize() on an idle queue", "opencl: add + .cpu() (read 4 bytes)",
-             "rtxcore cpu backend: add", "numpy: add"] + (["torch: add"] if torch else [])
-    _table([("1-element float32 add", 48), ("time per call", 16), ("vs numpy", 10)],
-           [[nm, _fmt_time(t).strip(), _ratio(t, ts[5])] for nm, t in zip(names, ts)],
-           "4. per-op overhead of a tiny op")
+    _tiny_opencl(dev, d, rounds)
 
     # 5. first-call compile time -------------------------------------------------------------
     x64 = rc.tensor(np.full((2, 3, 5, 7), 4.0), dtype=rc.float64, device=dev)

@@ -30,10 +30,31 @@ def elementwise(op: str, expr: str, out: View, ins: list[Any], in_dtypes: list[s
     dtype); ``in_dtypes`` names each one's dtype, ``out_dtype`` out's if it is
     to be read as another (a bit copy). ``family``: (its name, this kernel's
     label in it, {label: Member}), kernels with this one's inputs and layout,
-    compiled with it as one program (``launch.family_kernel``)."""
+    compiled with it as one program (``launch.family_kernel``). ``extra_args``
+    are the values of the ``extra`` parameters. The launch is prepared once per
+    signature (op, dtypes, shapes, strides: ``launch.planned``)."""
+    key = (_PLAN, op, out_dtype, out.dtype, out.shape, out.strides, *in_dtypes,
+           *[v.strides if type(v) is View else None for v in ins])
+    L.planned(out.buffer.dev, key, lambda: elementwise_plan(
+        op, expr, out, ins, in_dtypes, prologue, ct, extra, len(extra_args), out_dtype,
+        family))(out, *ins, *extra_args)
+
+
+_PLAN = "elementwise plan"  # (the first item of a plan's key: never an op's name)
+
+
+def elementwise_plan(op: str, expr: str, out: View, ins: list[Any], in_dtypes: list[str],
+                     prologue: str = "", ct: str | None = None,
+                     extra: tuple[tuple[str, str], ...] = (), n_extra: int = 0,
+                     out_dtype: str | None = None,
+                     family: tuple[str, str, dict[str, Member]] | None = None,
+                     ) -> Callable[..., None]:
+    """``elementwise``'s launcher for the signature of ``out`` and ``ins``: a
+    function of (out, *ins, *extra values) for any operands of these dtypes,
+    shapes and strides."""
     n = prod(out.shape)
     if n == 0:
-        return
+        return L.noop
     dev = out.buffer.dev
     views = [v for v in ins if type(v) is View]
     lay, dims, sts = L.plan(out, views)
@@ -62,35 +83,29 @@ def elementwise(op: str, expr: str, out: View, ins: list[Any], in_dtypes: list[s
         # (the program's key: the family and everything of this key but op and out dtype)
         program = (fname, odt if members[label][3] is None else None, *key[2:])
         k = L.family_kernel(dev, key, label, program, {lb: maker(m) for lb, m in members.items()})
+    # the arguments: out, then each input (a view, or a scalar), as operands 0, 1, ...
+    args: list[Any] = [L.view(0)] + (sts[0] if lay == "s" else [])
+    j = 1
+    for i, v in enumerate(ins):
+        if type(v) is View:
+            args += [L.view(i + 1)] + (sts[j] if lay == "s" else [])
+            j += 1
+        else:
+            args.append(L.value(i + 1))
+    if lay == "s":
+        args += dims[1:]
+    args += [L.value(len(ins) + 1 + e) for e in range(n_extra)]
     if (lay == "c" and op in C.VECTOR_OPS and odt == "float32" and n >= C.WIDTH
             and not prologue and not extra and all(d == "float32" for d in in_dtypes)):
         # float32, contiguous: WIDTH elements a work-item on vector types, where
-        # PoCL vectorises exp/tanh/...; the tail below, one element at a time
+        # PoCL vectorises exp/tanh/...; the tail, one element at a time
         kv = L.kernel(dev, key + ("v",), lambda: C.elementwise_vector(op, expr, list(layouts)))
-        args = [out.buffer.mem, out.offset]
-        for v in ins:
-            args += [v.buffer.mem, v.offset] if type(v) is View else [v]
         m = n // C.WIDTH
-        L.enqueue(dev, kv, m, args)
+        steps = [(kv, args, L.ranges(m))]
         if m * C.WIDTH < n:
-            k(dev.queue, (n - m * C.WIDTH,), (1,), *args, global_offset=(m * C.WIDTH,))
-        return
-    args: list[Any] = [out.buffer.mem, out.offset]
-    if lay == "s":
-        args += sts[0]
-    j = 1
-    for v in ins:
-        if type(v) is View:
-            args += [v.buffer.mem, v.offset]
-            if lay == "s":
-                args += sts[j]
-            j += 1
-        else:
-            args.append(v)
-    if lay == "s":
-        args += dims[1:]
-    args += extra_args
-    L.enqueue(dev, k, n, args)
+            steps.append((k, args, L.ranges(n - m * C.WIDTH, m * C.WIDTH)))
+        return L.prepare(dev, steps)
+    return L.prepare(dev, [(k, args, L.ranges(n))])
 
 
 def _dtype_of(v: Any, other: Any) -> str:
@@ -128,20 +143,37 @@ def _prologue(op: str, dt: str) -> str:
 
 
 def unary(op: str) -> Callable[..., None]:
+    tag = f"{op} plan"
+
     def kernel(out: View, x: View) -> None:
-        dt = x.dtype.name
-        elementwise(op, C.expression(C.UNARY, op, dt), out, [x], [dt],
-                    family=("unary", op, _members("unary", dt)))
+        key = (tag, out.dtype, out.shape, out.strides, x.dtype, x.strides)
+        p = out.buffer.dev.programs.get(key)
+        if p is None:
+            dt = x.dtype.name
+            p = L.planned(out.buffer.dev, key, lambda: elementwise_plan(
+                op, C.expression(C.UNARY, op, dt), out, [x], [dt],
+                family=("unary", op, _members("unary", dt))))
+        p(out, x)
 
     kernel.__name__ = op
     return kernel
 
 
 def binary(op: str) -> Callable[..., None]:
+    tag = f"{op} plan"
+
     def kernel(out: View, x: Any, y: Any) -> None:
-        dt = _dtype_of(x, y)
-        elementwise(op, C.expression(C.BINARY, op, dt), out, [x, y], [dt, dt], _prologue(op, dt),
-                    family=("binary", op, _members("binary", dt)))
+        # (a scalar operand's key: None; its dtype is the other's)
+        key = (tag, out.dtype, out.shape, out.strides,
+               x.dtype if type(x) is View else y.dtype,
+               x.strides if type(x) is View else None, y.strides if type(y) is View else None)
+        p = out.buffer.dev.programs.get(key)
+        if p is None:
+            dt = _dtype_of(x, y)
+            p = L.planned(out.buffer.dev, key, lambda: elementwise_plan(
+                op, C.expression(C.BINARY, op, dt), out, [x, y], [dt, dt], _prologue(op, dt),
+                family=("binary", op, _members("binary", dt))))
+        p(out, x, y)
 
     kernel.__name__ = op
     return kernel
@@ -155,10 +187,20 @@ def where(out: View, cond: View, x: Any, y: Any) -> None:
 # -- memory -----------------------------------------------------------------------------
 
 
+# (shape, dtype, device index) -> (device, bytes, contiguous strides) of an allocation
+_EMPTY: dict[tuple[Any, ...], tuple[R.Device, int, tuple[int, ...]]] = {}
+
+
 def empty(shape: tuple[int, ...], dtype: Any, index: int) -> tuple[Buffer, View]:
-    n = prod(shape)
-    buf = R.device(index).alloc(n * dtype.itemsize, f"{n} x {dtype.name}")
-    return buf, View(buf, shape, contiguous_strides(shape), 0, dtype)
+    e = _EMPTY.get((shape, dtype, index))
+    if e is None:
+        if len(_EMPTY) >= 4096:
+            _EMPTY.clear()
+        e = _EMPTY[shape, dtype, index] = (R.device(index), prod(shape) * dtype.itemsize,
+                                           contiguous_strides(shape))
+    dev, nbytes, strides = e
+    buf = dev.alloc(nbytes, dtype)
+    return buf, View(buf, shape, strides, 0, dtype)
 
 
 def from_host(arr: np.ndarray, dtype: Any, index: int) -> tuple[Buffer, View]:
@@ -188,9 +230,9 @@ def copy(out: View, x: View) -> None:
     n = prod(out.shape)
     if n and out.is_contiguous() and x.is_contiguous():
         isz = x.dtype.itemsize
-        R.cl.enqueue_copy(out.buffer.dev.queue, out.buffer.mem, x.buffer.mem,
-                          byte_count=n * isz, src_offset=x.offset * isz,
-                          dst_offset=out.offset * isz)
+        # (what cl.enqueue_copy calls for buffer to buffer, without its dispatch)
+        R.cl._cl._enqueue_copy_buffer(out.buffer.dev.queue, x.buffer.mem, out.buffer.mem,
+                                      n * isz, x.offset * isz, out.offset * isz)
         return
     # copied as bits: same-size integers (a float16 NaN keeps its payload)
     bits = _BITS.get(x.dtype.name, x.dtype.name)

@@ -216,23 +216,32 @@ def runner(program: dict[str, Any]) -> Callable[..., None] | None:
     if program.get("reduce"):
         return _reduce_runner(program, key, vector and n % WIDTH == 0)
 
-    def run(outs: list[Any], ins: list[Any]) -> None:
-        if n == 0:
-            return
-        dev = outs[0].buffer.dev
-        args = _args(outs, ins)
+    if n == 0:
+        return lambda outs, ins: None
+
+    def plan(dev: Any, count: int) -> Any:
+        """The launcher of (*outs, *ins) for ``count`` operands, prepared once per thread."""
+        args = [L.view(j) for j in range(count)]
+        steps = []
         done = 0
         if vector:
             kv = L.kernel(dev, key + (WIDTH,), lambda: source(program, WIDTH))
             m = n // WIDTH
-            L.enqueue(dev, kv, m, args)
+            steps.append((kv, args, L.ranges(m)))
             done = m * WIDTH
         if done < n:  # the tail (or all of it) one element per work-item
             k = L.kernel(dev, key, lambda: source(program))
-            if done:
-                k(dev.queue, (n - done,), (1,), *args, global_offset=(done,))
-            else:
-                L.enqueue(dev, k, n, args)
+            steps.append((k, args, L.ranges(n - done, done)))
+        return L.prepare(dev, steps)
+
+    pkey = ("fused plan",) + key[1:]
+
+    def run(outs: list[Any], ins: list[Any]) -> None:
+        dev = outs[0].buffer.dev
+        p = dev.programs.get(pkey)
+        if p is None:
+            p = L.planned(dev, pkey, lambda: plan(dev, len(outs) + len(ins)))
+        p(*outs, *ins)
 
     return run
 

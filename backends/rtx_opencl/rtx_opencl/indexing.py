@@ -133,23 +133,43 @@ __kernel void pack(__global {C.CTYPE[dt][0]} *out, long out_o, __global const lo
 
 
 def gather(out: View, x: View, dim: int, index: View) -> None:
+    key = ("gather plan", out.dtype, out.shape, out.strides, x.shape, x.strides, dim,
+           index.dtype, index.strides)
+    p = out.buffer.dev.programs.get(key)
+    if p is None:
+        p = L.planned(out.buffer.dev, key, lambda: _gather_plan(out, x, dim, index))
+    p(out, index, x)
+
+
+def _gather_plan(out: View, x: View, dim: int, index: View) -> Any:
+    """gather's launcher for this signature, of (out, index, x)."""
     n = prod(out.shape)
     if n == 0:
-        return
+        return L.noop
     dev = out.buffer.dev
     xst = list(x.strides)
     xsd, xst[dim] = xst[dim], 0
     dims, (ost, ist, xs) = L.coalesce(out.shape, [out.strides, index.strides, tuple(xst)])
     dt, rank = out.dtype.name, len(dims)
     k = L.kernel(dev, ("gather", dt, rank), lambda: gather_source(dt, rank))
-    L.enqueue(dev, k, n, [out.buffer.mem, out.offset, *ost, index.buffer.mem, index.offset, *ist,
-                          x.buffer.mem, x.offset, *xs, xsd, *dims[1:]])
+    return L.prepare(dev, [(k, [L.view(0), *ost, L.view(1), *ist, L.view(2), *xs, xsd, *dims[1:]],
+                            L.ranges(n))])
 
 
 def index(out: View, x: View, indices: tuple[View, ...]) -> None:
+    key = ("index plan", out.dtype, out.shape, out.strides, x.shape, x.strides,
+           *[(v.dtype, v.shape, v.strides) for v in indices])
+    p = out.buffer.dev.programs.get(key)
+    if p is None:
+        p = L.planned(out.buffer.dev, key, lambda: _index_plan(out, x, indices))
+    p(out, *indices, x)
+
+
+def _index_plan(out: View, x: View, indices: tuple[View, ...]) -> Any:
+    """index's launcher for this signature, of (out, *indices, x)."""
     n = prod(out.shape)
     if n == 0:
-        return
+        return L.noop
     dev = out.buffer.dev
     nidx = len(indices)
     tail = len(x.shape) - nidx  # x's dims after the indexed ones
@@ -161,11 +181,11 @@ def index(out: View, x: View, indices: tuple[View, ...]) -> None:
     dims, sts = L.coalesce(out.shape, strides)
     dt, rank = out.dtype.name, len(dims)
     k = L.kernel(dev, ("index", dt, rank, nidx), lambda: index_source(dt, rank, nidx))
-    args: list[Any] = [out.buffer.mem, out.offset, *sts[0]]
-    for j, v in enumerate(indices):
-        args += [v.buffer.mem, v.offset, *sts[1 + j]]
-    args += [x.buffer.mem, x.offset, *sts[-1], *(x.strides[j] for j in range(nidx)), *dims[1:]]
-    L.enqueue(dev, k, n, args)
+    args: list[Any] = [L.view(0), *sts[0]]
+    for j in range(nidx):
+        args += [L.view(1 + j), *sts[1 + j]]
+    args += [L.view(1 + nidx), *sts[-1], *(x.strides[j] for j in range(nidx)), *dims[1:]]
+    return L.prepare(dev, [(k, args, L.ranges(n))])
 
 
 # float16 scatters run on float32 copies: the sums never round to float16 midway
@@ -188,6 +208,16 @@ def scatter_add(out: View, dim: int, index: View, src: View) -> None:
         E.cast(out, wide_out)
         return
 
+    key = ("scatter_add plan", out.dtype, out.strides, dim, index.dtype, index.shape,
+           index.strides, src.strides)
+    p = dev.programs.get(key)
+    if p is None:
+        p = L.planned(dev, key, lambda: _scatter_add_plan(out, dim, index, src, length, cols))
+    p(out, index, src)
+
+
+def _scatter_add_plan(out: View, dim: int, index: View, src: View, length: int, cols: int) -> Any:
+    """scatter_add's launcher for this signature, of (out, index, src)."""
     def drop(t: tuple[int, ...]) -> tuple[int, ...]:
         return t[:dim] + t[dim + 1:]
 
@@ -195,9 +225,10 @@ def scatter_add(out: View, dim: int, index: View, src: View) -> None:
     dims, (ost, ist, sst) = L.coalesce(drop(index.shape),
                                        [drop(out.strides), drop(index.strides), drop(src.strides)])
     dt, rank = out.dtype.name, len(dims)
+    dev = out.buffer.dev
     k = L.kernel(dev, ("scatter_add", dt, rank), lambda: scatter_add_source(dt, rank))
-    L.enqueue(dev, k, cols, [out.buffer.mem, out.offset, *ost, index.buffer.mem, index.offset, *ist,
-                             src.buffer.mem, src.offset, *sst, *along, length, *dims[1:]])
+    return L.prepare(dev, [(k, [L.view(0), *ost, L.view(1), *ist, L.view(2), *sst, *along, length,
+                                *dims[1:]], L.ranges(cols))])
 
 
 def masked_select(out: View, x: View, mask: View) -> None:

@@ -242,6 +242,34 @@ def launch(dev: Any, kernels: dict[str, Any], itemsize: int,
                            scratch.mem, 0 if nbp == 1 else panel, n, k, m)
 
 
+def _launch_plan(dev: Any, kernels: dict[str, Any], itemsize: int, ost: tuple, ast: tuple,
+                 bst: tuple, B: int, n: int, k: int, m: int) -> Callable[[View, View, View], None]:
+    """``launch`` prepared for one signature, as a function of the views (out, a, b)
+    (their offsets: where batch 0 starts)."""
+    RM, RV, BN = _tile("double" if itemsize == 8 else "float")
+    npan = _ceil(m, BN)
+    sides = [L.view(0), *ost, L.view(1), *ast]
+    if bst[2] == 1 and ost[2] == 1 and (n < SMALL_N or k * m * itemsize <= SMALL_B_BYTES):
+        gn = _ceil(_ceil(n, RM), 4) * 4
+        return L.prepare(dev, [(kernels["matmul_vec_u"], [*sides, L.view(2), *bst, n, k, m],
+                                [((npan, gn, B), (1, 4, 1), None)])])
+    nbp = 1 if bst[0] == 0 else B  # a broadcast b is packed once
+    panel = npan * BN * k
+    nbytes = nbp * panel * itemsize
+    gn = _ceil(_ceil(n, RM), VEC_L1) * VEC_L1
+    # (operands: out, a, b, then the packing space)
+    pstride = 0 if nbp == 1 else panel
+    run = L.prepare(dev, [(kernels["pack_b"], [L.mem(3), L.view(2), *bst, k, m],
+                           [((npan * BN, k, nbp), (BN, 1, 1), None)]),
+                          (kernels["matmul_vecp"], [*sides, L.mem(3), pstride, n, k, m],
+                           [((npan, gn, B), (1, VEC_L1, 1), None)])])
+
+    def packed(out: View, a: View, b: View) -> None:
+        run(out, a, b, dev.alloc(nbytes, "matmul packing space"))
+
+    return packed
+
+
 # -- the fallback kernel: one dot product per work item -------------------------------
 
 
@@ -269,7 +297,8 @@ def simple_source(dt: str, rank: int) -> tuple[str, list[str]]:
 # -- the kernel the table holds ------------------------------------------------------------
 
 
-def _matmul_simple(out: View, a: View, b: View) -> None:
+def _matmul_simple(out: View, a: View, b: View) -> Callable[[View, View, View], None]:
+    """The fallback kernel's launcher for the signature of (out, a, b)."""
     *batch, n, m = out.shape
     dev = out.buffer.dev
     nb = len(batch)
@@ -279,9 +308,8 @@ def _matmul_simple(out: View, a: View, b: View) -> None:
     dims, (ost, ast, bst) = L.coalesce(out.shape, [out.strides, sa, sb])
     dt, rank = out.dtype.name, len(dims)
     k = L.kernel(dev, ("matmul_simple", dt, rank), lambda: simple_source(dt, rank))
-    L.enqueue(dev, k, prod(out.shape), [out.buffer.mem, out.offset, *ost, a.buffer.mem, a.offset,
-                                        *ast, b.buffer.mem, b.offset, *bst, a.strides[-1],
-                                        b.strides[-2], a.shape[-1], *dims[1:]])
+    return L.prepare(dev, [(k, [L.view(0), *ost, L.view(1), *ast, L.view(2), *bst, a.strides[-1],
+                                b.strides[-2], a.shape[-1], *dims[1:]], L.ranges(prod(out.shape)))])
 
 
 def _matmul_kernels(dev: R.Device, dt: str) -> dict[str, Any]:
@@ -291,8 +319,7 @@ def _matmul_kernels(dev: R.Device, dt: str) -> dict[str, Any]:
         def bind(prg: Any) -> dict[str, Any]:
             ks = {}
             for name, arg_dtypes in ARG_DTYPES.items():
-                ks[name] = R.cl.Kernel(prg, name)
-                ks[name].set_scalar_arg_dtypes(arg_dtypes)
+                ks[name] = L.typed(R.cl.Kernel(prg, name), arg_dtypes)
             return ks
 
         ct = C.CTYPE[dt][1]
@@ -301,17 +328,27 @@ def _matmul_kernels(dev: R.Device, dt: str) -> dict[str, Any]:
 
 
 def matmul(out: View, a: View, b: View) -> None:
+    key = (_PLAN, out.dtype, out.shape, out.strides, a.shape, a.strides, b.shape, b.strides)
+    p = out.buffer.dev.programs.get(key)
+    if p is None:
+        p = L.planned(out.buffer.dev, key, lambda: _plan(out, a, b))
+    p(out, a, b)
+
+
+_PLAN = "matmul plan"  # (the first item of a plan's key: never an op's name)
+
+
+def _plan(out: View, a: View, b: View) -> Callable[[View, View, View], None]:
+    """matmul's launcher for the signature (dtype, shapes, strides) of (out, a, b)."""
     *batch, n, m = out.shape
     K = a.shape[-1]
     if prod(out.shape) == 0:
-        return
+        return L.noop
     if K == 0:
-        return E.full(out, 0)
+        return lambda out, a, b: E.full(out, 0)
     dt = out.dtype.name
     if dt in ("bool", "float16"):  # (bool: logical; half: accumulates in float)
         return _matmul_simple(out, a, b)
-    if BLAS.enabled() and BLAS.gemm(out, a, b):
-        return
     dev = out.buffer.dev
     nb = len(batch)
     if nb:
@@ -321,13 +358,26 @@ def matmul(out: View, a: View, b: View) -> None:
         bdims, (obs, abs_, bbs) = [1], ([0], [0], [0])
     ks = _matmul_kernels(dev, dt)
     isz = out.dtype.itemsize
-    # the kernels take one batch dim; further (rare: non-mergeable) ones loop here
-    for idx in np.ndindex(*bdims[:-1]):
-        oo = out.offset + sum(i * s for i, s in zip(idx, obs))
-        ao = a.offset + sum(i * s for i, s in zip(idx, abs_))
-        bo = b.offset + sum(i * s for i, s in zip(idx, bbs))
-        launch(dev, ks, isz,
-               (out.buffer.mem, oo, (obs[-1], out.strides[-2], out.strides[-1])),
-               (a.buffer.mem, ao, (abs_[-1], a.strides[-2], a.strides[-1])),
-               (b.buffer.mem, bo, (bbs[-1], b.strides[-2], b.strides[-1])),
-               bdims[-1], n, K, m)
+    if len(bdims) == 1:  # (one batch dim, the kernels' own)
+        own = _launch_plan(dev, ks, isz, (obs[-1], out.strides[-2], out.strides[-1]),
+                           (abs_[-1], a.strides[-2], a.strides[-1]),
+                           (bbs[-1], b.strides[-2], b.strides[-1]), bdims[-1], n, K, m)
+    else:
+        def own(out: View, a: View, b: View) -> None:
+            # further (rare: non-mergeable) batch dims loop here
+            for idx in np.ndindex(*bdims[:-1]):
+                oo = out.offset + sum(i * s for i, s in zip(idx, obs))
+                ao = a.offset + sum(i * s for i, s in zip(idx, abs_))
+                bo = b.offset + sum(i * s for i, s in zip(idx, bbs))
+                launch(dev, ks, isz,
+                       (out.buffer.mem, oo, (obs[-1], out.strides[-2], out.strides[-1])),
+                       (a.buffer.mem, ao, (abs_[-1], a.strides[-2], a.strides[-1])),
+                       (b.buffer.mem, bo, (bbs[-1], b.strides[-2], b.strides[-1])),
+                       bdims[-1], n, K, m)
+
+    def run(out: View, a: View, b: View) -> None:
+        if BLAS.enabled() and BLAS.gemm(out, a, b):  # (RTX_OPENCL_MATMUL, read at each call)
+            return
+        own(out, a, b)
+
+    return run

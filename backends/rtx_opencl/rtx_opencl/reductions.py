@@ -287,11 +287,13 @@ def _reduction_vec_kernel(dev: R.Device, op: str, xdt: str, ro: int, mode: str) 
     return L.family_kernel(dev, (op, xdt, ro, mode), op, ("reduce_vec", xdt, ro, mode), makers)
 
 
-def _reduce(op: str, out: View, x: View, axes: tuple[int, ...], arg: bool = False) -> None:
-    """Reduce ``x`` over ``axes`` into ``out`` (``x``'s shape with those axes 1)."""
+def _reduce_plan(op: str, out: View, x: View, axes: tuple[int, ...],
+                 arg: bool = False) -> Callable[[View, View], None]:
+    """The launcher reducing any ``x`` of this one's dtype, shape and strides over
+    ``axes`` into an ``out`` of this one's (``x``'s shape with those axes 1)."""
     M = prod(out.shape)
     if M == 0:
-        return
+        return L.noop
     dev = x.buffer.dev
     keep = [d for d in range(len(x.shape)) if d not in axes]
     oshape, (ost, xst) = L.coalesce(tuple(x.shape[d] for d in keep),
@@ -303,15 +305,14 @@ def _reduce(op: str, out: View, x: View, axes: tuple[int, ...], arg: bool = Fals
     ro, ri = len(oshape), len(ishape)
     xdt, odt = x.dtype.name, out.dtype.name
     vec = not arg and xdt == odt and xdt != "float16"
+    OUT, X = [L.view(0), *ost], [L.view(1), *xst]  # (the operands: out, x, then scratch)
     # Column sums (outputs side by side in x): 8 outputs per work item.
     if vec and ri == 1 and xst[-1] == 1 and ist[-1] != 1 and oshape[-1] >= 8:
         nl = oshape[-1]
         cmode, W = ("cols64", 64) if nl >= 64 else ("cols", 8)
         k = _reduction_vec_kernel(dev, op, xdt, ro, cmode)
         items = (M // nl) * -(-nl // W)
-        L.enqueue(dev, k, items, [out.buffer.mem, out.offset, *ost, x.buffer.mem, x.offset, *xst,
-                                  ist[0], *oshape[1:], K, 1, K, nl])
-        return
+        return L.prepare(dev, [(k, [*OUT, *X, ist[0], *oshape[1:], K, 1, K, nl], L.ranges(items))])
     # One work item per output when the reduction is short, or when outputs sit
     # side by side in x and the reduced elements don't. Otherwise a work-group
     # per output (or per part of one, for few long reductions).
@@ -330,39 +331,58 @@ def _reduce(op: str, out: View, x: View, axes: tuple[int, ...], arg: bool = Fals
         # contiguous rows: each work item folds its share 8 elements at a time
         rmode = "rows" if parts == 1 else "rows_partial"
         k = _reduction_vec_kernel(dev, op, xdt, ro, rmode)
-        xargs = [x.buffer.mem, x.offset, *xst, 1, *oshape[1:], K, parts, chunk]
+        xargs = [*X, 1, *oshape[1:], K, parts, chunk]
         if parts == 1:
-            k(dev.queue, (M * G,), (G,), out.buffer.mem, out.offset, *ost, *xargs)
-            return
-        tmp = dev.alloc(M * parts * x.dtype.itemsize, "reduction partials")
-        k(dev.queue, (M * parts * G,), (G,), tmp.mem, 0, *ost, *xargs)
-        _reduce_partials(op, dev, out, ost, oshape, tmp, xdt, parts)
-        return
-    args = [x.buffer.mem, x.offset, *xst, *ist, *oshape[1:], *ishape[1:], K, parts, chunk]
+            return L.prepare(dev, [(k, [*OUT, *xargs], [((M * G,), (G,), None)])])
+        first = L.prepare(dev, [(k, [L.mem(2), 0, *ost, *xargs], [((M * parts * G,), (G,), None)])])
+        return _split(dev, first, M * parts * x.dtype.itemsize,
+                      _partials_plan(op, dev, out, ost, oshape, xdt, parts))
+    args = [*X, *ist, *oshape[1:], *ishape[1:], K, parts, chunk]
     if parts == 1:
         k = _reduction_kernel(dev, op, xdt, odt, ro, ri, mode, arg)
-        if mode == "serial":
-            L.enqueue(dev, k, M, [out.buffer.mem, out.offset, *ost, *args])
-        else:
-            k(dev.queue, (M * G,), (G,), out.buffer.mem, out.offset, *ost, *args)
-        return
-    # two launches: `parts` partial results per output into tmp, then reduce those
-    at = C.CTYPE[odt][1]
-    tdt = _AT_DTYPE[at]
-    tmp = dev.alloc(M * parts * np.dtype(L.ARG[tdt]).itemsize, "reduction partials")
+        sizes = L.ranges(M) if mode == "serial" else [((M * G,), (G,), None)]
+        return L.prepare(dev, [(k, [*OUT, *args], sizes)])
+    # two launches: `parts` partial results per output into scratch, then reduce those
+    tdt = _AT_DTYPE[C.CTYPE[odt][1]]
     k = _reduction_kernel(dev, op, xdt, odt, ro, ri, "partial")
-    k(dev.queue, (M * parts * G,), (G,), tmp.mem, 0, *ost, *args)
-    _reduce_partials(op, dev, out, ost, oshape, tmp, tdt, parts)
+    first = L.prepare(dev, [(k, [L.mem(2), 0, *ost, *args], [((M * parts * G,), (G,), None)])])
+    return _split(dev, first, M * parts * np.dtype(L.ARG[tdt]).itemsize,
+                  _partials_plan(op, dev, out, ost, oshape, tdt, parts))
 
 
-def _reduce_partials(op: str, dev: R.Device, out: View, ost: list[int], oshape: list[int],
-                     tmp: Buffer, tdt: str, parts: int) -> None:
-    """Second launch of a split reduction: output o folds tmp[o*parts : (o+1)*parts]."""
+def _split(dev: R.Device, first: Callable[..., None], nbytes: int,
+           second: Callable[..., None]) -> Callable[[View, View], None]:
+    """A reduction in two launches: partial results into fresh scratch, then theirs."""
+    def run(out: View, x: View) -> None:
+        tmp = dev.alloc(nbytes, "reduction partials")
+        first(out, x, tmp)
+        second(out, tmp)
+
+    return run
+
+
+def _partials_plan(op: str, dev: R.Device, out: View, ost: list[int], oshape: list[int],
+                   tdt: str, parts: int) -> Callable[[View, Buffer], None]:
+    """Second launch of a split reduction, of (out, scratch): output o folds
+    scratch[o*parts : (o+1)*parts]."""
     odt, ro, G = out.dtype.name, len(oshape), REDUCE_LOCAL
     k = _reduction_kernel(dev, op, tdt, odt, ro, 1, "tree")
     tst = [parts * prod(oshape[d + 1:]) for d in range(ro)]
-    k(dev.queue, (prod(oshape) * G,), (G,), out.buffer.mem, out.offset, *ost, tmp.mem, 0, *tst, 1,
-      *oshape[1:], parts, 1, parts)
+    return L.prepare(dev, [(k, [L.view(0), *ost, L.mem(1), 0, *tst, 1, *oshape[1:], parts, 1, parts],
+                            [((prod(oshape) * G,), (G,), None)])])
+
+
+def _reduce(op: str, out: View, x: View, axes: tuple[int, ...], arg: bool = False) -> None:
+    """Reduce ``x`` over ``axes`` into ``out`` (``x``'s shape with those axes 1),
+    through the launcher prepared for this signature."""
+    key = (_PLAN, op, out.dtype, x.dtype, x.shape, x.strides, out.strides, axes)
+    p = x.buffer.dev.programs.get(key)
+    if p is None:
+        p = L.planned(x.buffer.dev, key, lambda: _reduce_plan(op, out, x, axes, arg))
+    p(out, x)
+
+
+_PLAN = "reduction plan"  # (the first item of a plan's key: never an op's name)
 
 
 def reduction(op: str) -> Callable[..., None]:

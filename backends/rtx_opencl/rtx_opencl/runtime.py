@@ -141,28 +141,31 @@ class Device:
             self._open()
         return self._queue
 
-    def alloc(self, nbytes: int, what: str) -> Buffer:
-        """A buffer of ``nbytes`` from the pool. ``what`` ("4096 x float32")
-        names the request in the error if it can't be had."""
-        if self._pool is None:
+    def alloc(self, nbytes: int, what: Any) -> Buffer:
+        """A buffer of ``nbytes`` from the pool. ``what`` ("4096 x float32", or
+        the dtype of its elements, so formatted only for an error) names the
+        request in the error if it can't be had."""
+        pool = self._pool
+        if pool is None:
             self._open()
+            pool = self._pool
         if nbytes > self.max_alloc:
             raise OutOfMemoryError(
                 f"opencl:{self.index} ({self.name}): out of memory: tried to allocate "
-                f"{_gib(nbytes)} ({what}); the device allows at most {_gib(self.max_alloc)} "
-                f"in one buffer ({_gib(self.global_mem)} in all)"
+                f"{_gib(nbytes)} ({_what(nbytes, what)}); the device allows at most "
+                f"{_gib(self.max_alloc)} in one buffer ({_gib(self.global_mem)} in all)"
             )
         try:
-            mem = self._pool.allocate(max(nbytes, 8))
+            return Buffer(pool.allocate(nbytes if nbytes > 8 else 8), self, nbytes)
         except cl.Error as exc:  # MEM_OBJECT_ALLOCATION_FAILURE and friends
-            self._pool.free_held()
+            pool.free_held()
             try:
-                mem = self._pool.allocate(max(nbytes, 8))
+                mem = pool.allocate(max(nbytes, 8))
             except cl.Error:
                 raise OutOfMemoryError(
                     f"opencl:{self.index} ({self.name}): out of memory: tried to allocate "
-                    f"{_gib(nbytes)} ({what}) with {_gib(self.held_bytes())} in use of "
-                    f"{_gib(self.global_mem)}; free some tensors or use smaller batches "
+                    f"{_gib(nbytes)} ({_what(nbytes, what)}) with {_gib(self.held_bytes())} in "
+                    f"use of {_gib(self.global_mem)}; free some tensors or use smaller batches "
                     f"({exc})"
                 ) from None
         return Buffer(mem, self, nbytes)
@@ -195,6 +198,11 @@ class Device:
         self.compile_seconds += time.perf_counter() - t0
         self.compiles += 1
         return prg
+
+
+def _what(nbytes: int, what: Any) -> str:
+    """An allocation's description: ``what`` itself, or "<count> x <dtype>"."""
+    return what if isinstance(what, str) else f"{nbytes // what.itemsize} x {what.name}"
 
 
 def _numbered(src: str) -> str:
