@@ -382,6 +382,12 @@ COMPOSITES: dict[str, OpSpec] = {
            dtypes="float", ref=_softmax, note="float x; each slice along axis sums to 1"),
         _e("log_softmax", "scan", "log of softmax", operands=("x", "axis"), dtypes="float",
            ref=_log_softmax, note="float x"),
+        _c("softmax_backward", "scan", "softmax_backward(out, g, y, axis)  # y = softmax(x) "
+           "along axis, g (y's shape) any strides; out = y * (g - sum(g * y)) (sums along "
+           "axis: the gradient of x)", operands=("g", "y", "axis"), dtypes="float"),
+        _c("log_softmax_backward", "scan", "log_softmax_backward(out, g, y, axis)  # y = "
+           "log_softmax(x) along axis, g (y's shape) any strides; out = g - exp(y) * sum(g) "
+           "(sums along axis: the gradient of x)", operands=("g", "y", "axis"), dtypes="float"),
         _c("gelu", "activation",
            "gelu(out, x, approximate)  # approximate: 'none' (x * Phi(x)) or 'tanh'",
            operands=("x", "approximate"), dtypes="float"),

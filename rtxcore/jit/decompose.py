@@ -42,6 +42,14 @@ def _log_softmax(out: Tensor, x: Tensor, axis: int) -> None:
     out.copy_(x.log_softmax(axis))
 
 
+def _softmax_backward(out: Tensor, g: Tensor, y: Tensor, axis: int) -> None:
+    out.copy_(y * (g - (g * y).sum(axis, keepdim=True)))
+
+
+def _log_softmax_backward(out: Tensor, g: Tensor, y: Tensor, axis: int) -> None:
+    out.copy_(g - y.exp() * g.sum(axis, keepdim=True))
+
+
 def _gelu(out: Tensor, x: Tensor, approximate: str) -> None:
     from ..nn import functional as F
 
@@ -157,6 +165,7 @@ DECOMPOSE: dict[str, Callable[..., None]] = {
                               "isnan", "isinf", "sigmoid", "erf")},
     **{n: _binary(n) for n in ("floor_divide", "remainder", "logical_xor")},
     "cumsum": _cumsum, "softmax": _softmax, "log_softmax": _log_softmax,
+    "softmax_backward": _softmax_backward, "log_softmax_backward": _log_softmax_backward,
     "gelu": _gelu, "gelu_backward": _gelu_backward, "layer_norm": _layer_norm,
     "layer_norm_backward": _layer_norm_backward,
     "max_pool2d_tiled": _max_pool2d_tiled,

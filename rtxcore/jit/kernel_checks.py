@@ -266,6 +266,17 @@ class _Kernel:
 
     k_cumsum = k_softmax = k_log_softmax = _scan
 
+    def _scan_backward(self) -> None:
+        self.arity(3)
+        out = self.outs[0]
+        shape = self.shape(out)
+        self.dtype_is(out, _domain(self.op), "the output")
+        for k, what in enumerate(("g", "y")):
+            self.like(self.ref(k, what), shape, self.dtype(out), what)
+        self._axis(2, shape)
+
+    k_softmax_backward = k_log_softmax_backward = _scan_backward
+
     # -- matmul
     def k_matmul(self) -> None:
         self.arity(2)

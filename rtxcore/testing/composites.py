@@ -44,6 +44,15 @@ def _front(op: str) -> Callable[[str, Any], Any]:
 
             g = rc.tensor(values(dtype, "g", (4, 6)), dtype=dtype, device=device)
             return tuple(gelu_backward(g, x, ap, gelu(x, ap)) for ap in ("none", "tanh"))
+        if op in ("softmax_backward", "log_softmax_backward"):
+            # along the last dim and the first; a broadcast g (.sum()'s)
+            fn = rc.softmax if op == "softmax_backward" else rc.log_softmax
+            g = rc.tensor(values(dtype, "g", (4, 6)), dtype=dtype, device=device)
+            xs = [rc.tensor(a, dtype=dtype, device=device, requires_grad=True) for _ in range(3)]
+            fn(xs[0], -1).backward(g)
+            fn(xs[1], 0).backward(g)
+            (fn(xs[2], 1) * g).sum().backward()
+            return tuple(t.grad for t in xs)
         if op == "layer_norm":
             w = rc.tensor(values(dtype, "w", (6,)), dtype=dtype, device=device)
             b = rc.tensor(values(dtype, "b", (6,)), dtype=dtype, device=device)

@@ -22,6 +22,7 @@ from .conv_kernels import KERNELS as _CONV_KERNELS
 from .erf_kernels import erf, gelu, gelu_backward
 from .norm_kernels import layer_norm, layer_norm_backward
 from .pow_kernels import pow_kernel
+from .softmax_kernels import log_softmax, log_softmax_backward, softmax, softmax_backward
 from .window_kernels import max_pool2d_tiled, max_pool2d_tiled_backward
 
 # PyTorch computes log(0) = -inf and 1/0 = inf silently; so do we. Only warnings
@@ -164,6 +165,8 @@ KERNELS.update({
     "pow": pow_kernel(KERNELS["pow"]),  # small and negative-base exponents (pow_kernels)
     "gelu": gelu, "gelu_backward": gelu_backward, "layer_norm": layer_norm,
     "layer_norm_backward": layer_norm_backward,
+    "softmax": softmax, "log_softmax": log_softmax, "softmax_backward": softmax_backward,
+    "log_softmax_backward": log_softmax_backward,
     "max_pool2d_tiled": max_pool2d_tiled, "max_pool2d_tiled_backward": max_pool2d_tiled_backward,
     **_CONV_KERNELS,
 })

@@ -144,11 +144,15 @@ def _ln_param(p: np.ndarray | None, cdt: np.dtype) -> np.ndarray | None:
     return p.astype(cdt)
 
 
-def _split(units: int, size: int, run: Callable[[int, int], None]) -> None:
+def split(units: int, size: int, run: Callable[[int, int], None],
+          parallel_min: int | None = None) -> None:
     """``run(lo, hi)`` over ``range(units)`` in contiguous runs, one a thread of
-    ``fused.threads()`` for inputs of ``_LN_PARALLEL_MIN`` elements or more (never
-    from one of the pool's own threads: it would wait on its own pool)."""
-    parts = min(fused.threads(), units) if size >= _LN_PARALLEL_MIN else 1
+    ``fused.threads()`` for inputs of ``parallel_min`` (default ``_LN_PARALLEL_MIN``)
+    elements or more (never from one of the pool's own threads: it would wait on
+    its own pool). The blocked kernels of ``softmax_kernels`` and ``erf_kernels``
+    share it."""
+    least = _LN_PARALLEL_MIN if parallel_min is None else parallel_min
+    parts = min(fused.threads(), units) if size >= least else 1
     if parts <= 1 or threading.current_thread().name.startswith("rtx-cpu-fused"):
         run(0, units)
         return
@@ -194,7 +198,7 @@ def _ln_blocks(out: np.ndarray, mu: np.ndarray, r: np.ndarray, x: np.ndarray,
         wt = None if weight is None else np.tile(weight, (t, 1))
         bt = None if bias is None else np.tile(bias, (t, 1))
     # rows split into contiguous runs, one a thread (a run's last block may be short)
-    _split(m, m * n, lambda lo, hi: _ln_range(out, mu, r, x, weight, bias, wt, bt, eps, lo,
+    split(m, m * n, lambda lo, hi: _ln_range(out, mu, r, x, weight, bias, wt, bt, eps, lo,
                                               hi, rows))
 
 
@@ -309,7 +313,7 @@ def layer_norm_backward(out: np.ndarray, g: np.ndarray, x: np.ndarray, mean: np.
     pb = np.empty((nb, n), cdt) if params else None
     dx = out[:m]
     # blocks split into contiguous runs, one a thread
-    _split(nb, m * n, lambda lo, hi: _lnb_range(dx, pw, pb, g, x, mu, r, weight, wt, lo, hi,
+    split(nb, m * n, lambda lo, hi: _lnb_range(dx, pw, pb, g, x, mu, r, weight, wt, lo, hi,
                                                 rows))
     if params:  # the blocks' sums, in block order
         for p, row in ((pw, out[m]), (pb, out[m + 1])):

@@ -12,7 +12,7 @@ from ...ops import elementwise as E
 from ...ops import indexing as I
 from ...ops import reduction as R
 from ...ops import views as V
-from ...ops.core import as_view
+from ...ops.core import as_view, empty, own_kernel, view_of
 from ...ops.reorder import flip
 from ...shape import normalize_dim, normalize_dims, prod
 from ...tensor import Tensor
@@ -182,9 +182,10 @@ def _logsumexp(ctx: Node, g: Tensor) -> Any:
     return E.mul(_keep(g, shape, axes, keepdim), E.exp(E.sub(x, out)))
 
 
-def _normalized(grad: Any) -> Any:
+def _normalized(op: str, grad: Any) -> Any:
     """The rule of a softmax-like op over its ``dim``: ``grad(out, g, axes)``, or
-    ``g`` itself when there is nothing to normalize."""
+    ``g`` itself when there is nothing to normalize; the backend's ``op``
+    kernel (the same formula) where it has one and nothing records."""
 
     def rule_(ctx: Node, g: Tensor) -> Any:
         out = ctx.output
@@ -192,14 +193,22 @@ def _normalized(grad: Any) -> Any:
         axes = (normalize_dim(arg(ctx, 0, "dim"), len(shape)),) if shape else ()
         if not out.numel():
             return g
+        if axes and not _state.enabled and g._dtype is out._dtype and g._shape == out._shape:
+            k = own_kernel(out._device, op, out._dtype)  # (create_graph: the formula)
+            if k is not None:
+                d = empty(out._shape, out._dtype, out._device)
+                k(d._h, view_of(g), view_of(out), axes[0])
+                return d
         return grad(out, g, axes)
 
     return rule_
 
 
 rule("softmax", output=True)(_normalized(
+    "softmax_backward",
     lambda out, g, axes: E.mul(out, E.sub(g, R.sum(E.mul(g, out), axes, keepdim=True)))))
 rule("log_softmax", output=True)(_normalized(
+    "log_softmax_backward",
     lambda out, g, axes: E.sub(g, E.mul(E.exp(out), R.sum(g, axes, keepdim=True)))))
 
 
