@@ -154,6 +154,17 @@ def _blockwise(fn: Any, scratch: str, out: np.ndarray, *xs: np.ndarray) -> None:
     direct = out.flags.c_contiguous and out.dtype == cdt
     dst = out.reshape(-1) if direct else np.empty(out.size, cdt)
     n, b = dst.size, _EW_BLOCK
+    if n <= b:  # one block (the same steps), without the split's few us
+        fn(dst, *flat, [np.empty(n, cdt if kind == "f" else np.bool_) for kind in scratch])
+    else:
+        _blocks(fn, scratch, dst, flat, cdt, n, b)
+    if not direct:
+        np.copyto(out, dst.reshape(out.shape), casting="unsafe")
+
+
+def _blocks(fn: Any, scratch: str, dst: np.ndarray, flat: list[np.ndarray], cdt: np.dtype,
+            n: int, b: int) -> None:
+    """``_blockwise``'s blocks, contiguous runs of them over the threads."""
 
     def run(k0: int, k1: int) -> None:
         size = min(b, n - k0 * b)
@@ -164,8 +175,6 @@ def _blockwise(fn: Any, scratch: str, out: np.ndarray, *xs: np.ndarray) -> None:
             fn(dst[i:j], *(f[i:j] for f in flat), [u[:j - i] for u in t])
 
     split(-(-n // b), n, run, _EW_PARALLEL_MIN)
-    if not direct:
-        np.copyto(out, dst.reshape(out.shape), casting="unsafe")
 
 
 def _gelu_erf(y: np.ndarray, x: np.ndarray, t: list[np.ndarray]) -> None:
