@@ -404,6 +404,25 @@ COMPOSITES: dict[str, OpSpec] = {
            "(M + 2, N) for the parameters' gradients too: row M = the sum over rows of g * "
            "xhat (weight's), row M + 1 = that of g (bias's)",
            operands=("g", "x", "mean", "rstd", "weight"), dtypes="float"),
+        _c("lstm_cell", "rnn", "lstm_cell(h, c, act, gi, gh, c_prev)  # gi, gh (B, 4H) any "
+           "strides, gates i, f, g, o of gi + gh; c_prev (B, H); act (4, B, H) = sigmoid(i), "
+           "sigmoid(f), tanh(g), sigmoid(o); c = f * c_prev + i * g, h = o * tanh(c) (B, H)",
+           operands=("gi", "gh", "c_prev"), dtypes="float"),
+        _c("lstm_cell_backward", "rnn", "lstm_cell_backward(dgates, dc_prev, dh, dc, act, c, "
+           "c_prev)  # act, c, c_prev as lstm_cell had them, dh (B, H), dc (B, H) or None "
+           "(zeros); with dct = dc + dh * o * (1 - tanh(c)**2): dgates (B, 4H) = dct * g * "
+           "i(1-i), dct * c_prev * f(1-f), dct * i * (1-g**2), dh * tanh(c) * o(1-o) (the "
+           "gradient of gi and of gh); dc_prev = dct * f",
+           operands=("dh", "dc", "act", "c", "c_prev"), dtypes="float"),
+        _c("gru_cell", "rnn", "gru_cell(h, act, gi, gh, h_prev)  # gi, gh (B, 3H) any "
+           "strides, gates r, z, n (gh with its bias); act (3, B, H) = r, z = sigmoid(gi + gh), "
+           "n = tanh(gi_n + r * gh_n); h = n + z * (h_prev - n) (B, H)",
+           operands=("gi", "gh", "h_prev"), dtypes="float"),
+        _c("gru_cell_backward", "rnn", "gru_cell_backward(dgi, dgh, dh_prev, dh, act, gh, "
+           "h_prev)  # act, gh, h_prev as gru_cell had them, dh (B, H); dn = dh * (1 - z) * "
+           "(1 - n**2), dz = dh * (h_prev - n) * z(1-z), dr = dn * gh_n * r(1-r): dgi (B, 3H) "
+           "= dr, dz, dn; dgh (B, 3H) = dr, dz, dn * r; dh_prev = dh * z (the caller adds "
+           "dgh @ W_hh)", operands=("dh", "act", "gh", "h_prev"), dtypes="float"),
         _c("max_pool2d_tiled", "pool", "max_pool2d_tiled(values, indices, x, kh, kw)  # x (N, C, "
            "H, W); values, indices (N, C, H // kh, W // kw): each kh x kw tile's max and the "
            "flat index into H*W of its first maximum (or first NaN)",

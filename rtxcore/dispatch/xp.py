@@ -332,7 +332,131 @@ def kernels(xp: Any, scatter_add_at: Callable[[Any, Any, Any], None] | None = No
         "cumsum": lambda out, x, axis: xp.cumsum(x, axis=axis, out=out),
         "sort": sort, "index_put": index_put,
         "softmax": softmax, "log_softmax": log_softmax,
+        **_rnn_cells(xp),
     }
+
+
+def _rnn_cells(xp: Any) -> dict[str, Kernel]:
+    """The recurrent cells' composites (``lstm_cell``, ``gru_cell`` and their
+    backwards). Each is a few calls with ``out=`` on contiguous (B, H) blocks:
+    the gates are copied gate-major once (``act`` is (k, B, H) for that reason:
+    a call on a column block of a (B, kH) array walks it row by row, ~3x the
+    time), the gradients back into (B, kH) rows once. The steps are those of
+    the core's decomposition (``rtxcore.nn._rnn_cells``) in its order -- the
+    sigmoid as ``1 / (1 + e**-x)`` in four steps as the core's ``sigmoid``, each
+    product's operands in the same order -- so on NumPy they give its bits.
+    float16 computes in float32 and rounds each output once, as the
+    decomposition does (and PyTorch). Outputs never alias inputs."""
+
+    def gate_major(out: Any, a: Any) -> Any:
+        """(B, k*H) ``a`` copied into (k, B, H) ``out``."""
+        k, b, n = out.shape
+        xp.copyto(out, a.reshape(b, k, n).transpose(1, 0, 2))
+        return out
+
+    def row_major(out: Any, a: Any) -> None:
+        """(k, B, H) ``a`` into (B, k*H) ``out``."""
+        k, b, n = a.shape
+        xp.copyto(out.reshape(b, k, n), a.transpose(1, 0, 2))
+
+    def sigmoid_(a: Any) -> None:
+        xp.negative(a, out=a)
+        xp.exp(a, out=a)
+        xp.add(a, 1, out=a)
+        xp.reciprocal(a, out=a)
+
+    def lstm_cell(h: Any, c: Any, act: Any, gi: Any, gh: Any, c_prev: Any) -> None:
+        gate_major(act, xp.add(gi, gh))
+        i, f, g, o = act
+        xp.tanh(g, out=g)
+        sigmoid_(act[:2])
+        sigmoid_(o)
+        xp.multiply(f, c_prev, out=c)
+        xp.multiply(i, g, out=h)
+        xp.add(c, h, out=c)
+        xp.tanh(c, out=h)
+        xp.multiply(o, h, out=h)
+
+    def lstm_cell_backward(dgates: Any, dc_prev: Any, dh: Any, dc: Any, act: Any, c: Any,
+                           c_prev: Any) -> None:
+        i, f, g, o = act
+        tc = dc_prev  # (scratch until the last line)
+        xp.tanh(c, out=tc)
+        dct = xp.multiply(tc, tc)
+        xp.subtract(1, dct, out=dct)
+        xp.multiply(dct, o, out=dct)
+        xp.multiply(dct, dh, out=dct)
+        if dc is not None:
+            xp.add(dct, dc, out=dct)
+        d = xp.subtract(1, act)               # (1 - s) * s: the sigmoids' derivatives
+        xp.multiply(d, act, out=d)
+        di, df, dg, do = d
+        xp.multiply(g, g, out=dg)             # tanh's: 1 - g * g
+        xp.subtract(1, dg, out=dg)
+        xp.multiply(di, g, out=di)
+        xp.multiply(df, c_prev, out=df)
+        xp.multiply(dg, i, out=dg)
+        xp.multiply(do, tc, out=do)
+        xp.multiply(d[:3], dct, out=d[:3])
+        xp.multiply(do, dh, out=do)
+        row_major(dgates, d)
+        xp.multiply(dct, f, out=dc_prev)
+
+    def gru_cell(h: Any, act: Any, gi: Any, gh: Any, h_prev: Any) -> None:
+        n3, b, n = act.shape
+        x = gate_major(xp.empty((3, b, n), act.dtype), gi)
+        y = gate_major(xp.empty((3, b, n), act.dtype), gh)
+        rz, nn = act[:2], act[2]
+        xp.add(x[:2], y[:2], out=rz)
+        sigmoid_(rz)
+        xp.multiply(act[0], y[2], out=nn)
+        xp.add(nn, x[2], out=nn)
+        xp.tanh(nn, out=nn)
+        xp.subtract(h_prev, nn, out=h)
+        xp.multiply(h, act[1], out=h)
+        xp.add(h, nn, out=h)
+
+    def gru_cell_backward(dgi: Any, dgh: Any, dh_prev: Any, dh: Any, act: Any, gh: Any,
+                          h_prev: Any) -> None:
+        r, z, nn = act
+        n = nn.shape[-1]
+        d = xp.empty(act.shape, act.dtype)
+        dr, dz, dn = d
+        t = xp.subtract(1, z)
+        xp.multiply(nn, nn, out=dn)           # dn = dh * ((1 - z) * (1 - n * n))
+        xp.subtract(1, dn, out=dn)
+        xp.multiply(t, dn, out=dn)
+        xp.multiply(dh, dn, out=dn)
+        xp.subtract(h_prev, nn, out=dz)       # dz = dh * ((h_prev - n) * z * (1 - z))
+        xp.multiply(dz, z, out=dz)
+        xp.multiply(dz, t, out=dz)
+        xp.multiply(dh, dz, out=dz)
+        xp.subtract(1, r, out=dr)             # dr = dn * (gh_n * r * (1 - r))
+        xp.multiply(gh[:, 2 * n:], r, out=t)
+        xp.multiply(t, dr, out=dr)
+        xp.multiply(dn, dr, out=dr)
+        row_major(dgi, d)
+        xp.multiply(dn, r, out=dn)
+        row_major(dgh, d)
+        xp.multiply(dh, z, out=dh_prev)
+
+    def in_float32(fn: Kernel, n_out: int) -> Kernel:
+        """``fn`` computing float16 in float32, each output rounded once."""
+        def run(*args: Any) -> None:
+            if args[0].dtype != xp.float16:
+                return fn(*args)
+            outs = [xp.empty(a.shape, xp.float32) for a in args[:n_out]]
+            fn(*outs, *(None if a is None else a.astype(xp.float32) for a in args[n_out:]))
+            for o, w in zip(args[:n_out], outs):
+                xp.copyto(o, w, casting="same_kind")
+            return None
+
+        return run
+
+    return {"lstm_cell": in_float32(lstm_cell, 3),
+            "lstm_cell_backward": in_float32(lstm_cell_backward, 2),
+            "gru_cell": in_float32(gru_cell, 2),
+            "gru_cell_backward": in_float32(gru_cell_backward, 3)}
 
 
 def span(xp: Any, arr: Any) -> tuple[Any, tuple[int, ...], tuple[int, ...], int]:

@@ -160,6 +160,15 @@ def _index_put(out: Tensor, indices: tuple[Tensor, ...], values: Tensor) -> None
     out.index_put_(tuple(indices), values)
 
 
+def _rnn(op: str) -> Callable[..., None]:
+    def run(*args: Any) -> None:
+        from ..nn._rnn_cells import DECOMPOSE as RNN
+
+        RNN[op](*args)
+
+    return run
+
+
 DECOMPOSE: dict[str, Callable[..., None]] = {
     **{n: _unary(n) for n in ("expm1", "log1p", "log2", "tan", "ceil", "round", "trunc",
                               "isnan", "isinf", "sigmoid", "erf")},
@@ -173,4 +182,5 @@ DECOMPOSE: dict[str, Callable[..., None]] = {
     "conv2d": _conv2d, "conv2d_input_grad": _conv2d_input_grad,
     "conv2d_weight_grad": _conv2d_weight_grad,
     "sort": _sort, "index_put": _index_put,
+    **{op: _rnn(op) for op in ("lstm_cell", "lstm_cell_backward", "gru_cell", "gru_cell_backward")},
 }

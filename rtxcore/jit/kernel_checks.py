@@ -15,7 +15,8 @@ from .ir import Ref
 
 # kernels writing more than one output (rtxcore.jit.trace.OUTPUTS) and those
 # reading what they write (READS_OUT): their first args are the written regions
-N_OUTPUTS = {"max_pool2d_tiled": 2, "sort": 2, "layer_norm": 3, "conv2d": 2}
+N_OUTPUTS = {"max_pool2d_tiled": 2, "sort": 2, "layer_norm": 3, "conv2d": 2, "lstm_cell": 3,
+             "lstm_cell_backward": 2, "gru_cell": 2, "gru_cell_backward": 3}
 READS_OUT = frozenset({"scatter_add", "index_put"})
 APPROXIMATE = ("none", "tanh")  # gelu's one string argument
 _FAMILY = {name: s.family for name, s in {**OPS.PRIMITIVES, **OPS.COMPOSITES}.items()}
@@ -415,6 +416,37 @@ class _Kernel:
         w = self.ref(4, "weight", optional=True)
         if w is not None:
             self.like(w, [n], dt, "weight")
+
+    def _cell(self, kinds: str, gates: int) -> None:
+        """An rnn cell kernel's regions and operands (``rtxcore.dispatch.ops``), by
+        kind: ``g`` (B, gates*H), ``a`` (gates, B, H), ``s`` (B, H), ``o`` (B, H) or null."""
+        sig = OPS.spec(self.op).signature
+        names = sig[sig.index("(") + 1:sig.index(")")].split(", ")
+        n_out = len(self.outs)
+        self.arity(len(kinds) - n_out)
+        refs = list(self.outs) + [self.ref(k, names[n_out + k], optional=kind == "o")
+                                  for k, kind in enumerate(kinds[n_out:])]
+        a = refs[kinds.index("a")]
+        sa = self.shape(a)
+        if len(sa) != 3 or sa[0] != gates:
+            raise self.fail(f"{self.op}'s act (value {a}) must be ({gates}, B, H), got {sa}")
+        self.dtype_is(a, _domain(self.op), "act")
+        want = {"g": [sa[1], gates * sa[2]], "a": sa, "s": sa[1:], "o": sa[1:]}
+        for r, kind, name in zip(refs, kinds, names):
+            if r is not None:
+                self.like(r, want[kind], self.dtype(a), name)
+
+    def k_lstm_cell(self) -> None:
+        self._cell("ssaggs", 4)
+
+    def k_lstm_cell_backward(self) -> None:
+        self._cell("gssoass", 4)
+
+    def k_gru_cell(self) -> None:
+        self._cell("saggs", 3)
+
+    def k_gru_cell_backward(self) -> None:
+        self._cell("ggssags", 3)
 
     def _rows(self, x: int) -> tuple[int, int]:
         """(M, N) of a contiguous 2-D ``x`` (a layer norm's rows)."""

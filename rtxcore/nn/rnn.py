@@ -4,7 +4,9 @@
 Parameters carry PyTorch's names, shapes and gate order (LSTM i, f, g, o; GRU
 r, z, n), so a PyTorch ``state_dict`` loads as is and gives the same outputs.
 A layer projects the whole input sequence with one matmul, then runs each
-(layer, direction)'s recurrence as one autograd Function (``_recurrence``).
+(layer, direction)'s recurrence as one autograd Function (``_recurrence``); a
+cell's step is one recorded node (``_rnn_cells``). Both compute the gates with
+the backend's fused cell kernels where it has them.
 """
 
 from __future__ import annotations
@@ -13,18 +15,31 @@ import numbers
 import warnings
 from typing import Any
 
+from .. import dtype as D
+from ..amp.autocast_mode import regions as _autocast_regions
 from ..ops import creation as C
 from ..ops.indexing import cat, stack
 from ..tensor import Tensor
 from . import functional as F
 from ._layer_base import _uniform_bound_
 from ._recurrence import _GRUSeq, _GRUSeqOps, _LSTMSeq, _SimpleRNNSeq, _one_dtype
+from ._rnn_cells import GRUCellStep, LSTMCellStep, RNNCellStep, fused_step_applies
 from .module import Module
 from .parameter import Parameter
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
 
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
+
+
+def _promoted(*ts: Tensor | None) -> list[Tensor | None]:
+    """The recurrence's inputs in one dtype (a state of another dtype than the
+    input promotes, as the ops would)."""
+    dts = {t._dtype for t in ts if t is not None}
+    if len(dts) == 1:
+        return list(ts)
+    dt = D.result_type(*(t for t in ts if t is not None))
+    return [None if t is None else t.to(dt) for t in ts]
 
 
 # -- the layers ---------------------------------------------------------------------------------
@@ -168,6 +183,9 @@ class RNNBase(Module):
                 w = [getattr(self, n) for n in self._all_weights[k]]
                 w_ih, w_hh = w[0], w[1]
                 b_ih, b_hh = (w[2], w[3]) if self.bias else (None, None)
+                if b_ih is not None and self.mode != "GRU":
+                    # both biases add to every gate: one sum, added in the projection
+                    b_ih, b_hh = b_ih + b_hh, None
                 gi = F.linear(flat, w_ih, b_ih).reshape(n_steps, batch, w_ih._shape[0])
                 rev = d == 1
                 if self.mode == "GRU":
@@ -175,12 +193,12 @@ class RNNBase(Module):
                     out, h = seq.apply(gi, h0[k], w_hh, b_hh, rev)
                 elif self.mode == "LSTM":
                     w_hr = w[-1] if self.proj_size > 0 else None
-                    out, h, c = _LSTMSeq.apply(gi, h0[k], c0[k],  # type: ignore[index]
-                                               w_hh, b_hh, w_hr, rev)
+                    args = _promoted(gi, h0[k], c0[k], w_hh, w_hr)  # type: ignore[index]
+                    out, h, c = _LSTMSeq.apply(*args, rev)
                     cn.append(c)
                 else:
                     relu = self.mode == "RNN_RELU"
-                    out, h = _SimpleRNNSeq.apply(gi, h0[k], w_hh, b_hh, relu, rev)
+                    out, h = _SimpleRNNSeq.apply(*_promoted(gi, h0[k], w_hh), relu, rev)
                 outs.append(out)
                 hn.append(h)
             x = outs[0] if dirs == 1 else cat(outs, -1)
@@ -378,6 +396,15 @@ class RNNCellBase(Module):
     def _gates(self, x: Tensor, h: Tensor) -> tuple[Tensor, Tensor]:
         return F.linear(x, self.weight_ih, self.bias_ih), F.linear(h, self.weight_hh, self.bias_hh)
 
+    def _weights(self) -> list[Any]:
+        p = self._parameters
+        return [p["weight_ih"], p["weight_hh"], p.get("bias_ih"), p.get("bias_hh")]
+
+    def _fused(self, x: Tensor, states: list[Tensor], weights: list[Any]) -> bool:
+        """Whether the step runs as one node (``_rnn_cells``): not under autocast,
+        one float dtype and device, nothing empty; else op by op."""
+        return not _autocast_regions[0] and fused_step_applies(x, states, weights)
+
 
 class RNNCell(RNNCellBase):
     """One Elman step: ``h' = tanh(W_ih x + b_ih + W_hh h + b_hh)`` (or relu)."""
@@ -389,14 +416,14 @@ class RNNCell(RNNCellBase):
 
     def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:
         x, (h,), batched = self._check(input, [hx])
-        gi, gh = self._gates(x, h)  # type: ignore[arg-type]
-        pre = gi + gh
-        if self.nonlinearity == "tanh":
-            out = pre.tanh()
-        elif self.nonlinearity == "relu":
-            out = pre.relu()
-        else:
+        if self.nonlinearity not in ("tanh", "relu"):
             raise RuntimeError(f"Unknown nonlinearity: {self.nonlinearity}")
+        ws = self._weights()
+        if self._fused(x, [h], ws):  # type: ignore[list-item]
+            out = RNNCellStep.apply(x, h, *ws, self.nonlinearity == "relu")
+        else:
+            gi, gh = self._gates(x, h)  # type: ignore[arg-type]
+            out = (gi + gh).tanh() if self.nonlinearity == "tanh" else (gi + gh).relu()
         return out if batched else out.squeeze(0)
 
 
@@ -407,10 +434,14 @@ class LSTMCell(RNNCellBase):
 
     def forward(self, input: Tensor, hx: Any = None) -> tuple[Tensor, Tensor]:
         x, (h, c), batched = self._check(input, [None, None] if hx is None else list(hx))
-        gi, gh = self._gates(x, h)  # type: ignore[arg-type]
-        i, f, g, o = (gi + gh).chunk(4, 1)
-        c2 = f.sigmoid() * c + i.sigmoid() * g.tanh()
-        h2 = o.sigmoid() * c2.tanh()
+        ws = self._weights()
+        if self._fused(x, [h, c], ws):  # type: ignore[list-item]
+            h2, c2 = LSTMCellStep.apply(x, h, c, *ws)
+        else:
+            gi, gh = self._gates(x, h)  # type: ignore[arg-type]
+            i, f, g, o = (gi + gh).chunk(4, 1)
+            c2 = f.sigmoid() * c + i.sigmoid() * g.tanh()
+            h2 = o.sigmoid() * c2.tanh()
         return (h2, c2) if batched else (h2.squeeze(0), c2.squeeze(0))
 
 
@@ -421,6 +452,10 @@ class GRUCell(RNNCellBase):
 
     def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:
         x, (h,), batched = self._check(input, [hx])
+        ws = self._weights()
+        if self._fused(x, [h], ws):  # type: ignore[list-item]
+            out = GRUCellStep.apply(x, h, *ws)
+            return out if batched else out.squeeze(0)
         gi, gh = self._gates(x, h)  # type: ignore[arg-type]
         i_r, i_z, i_n = gi.chunk(3, 1)
         h_r, h_z, h_n = gh.chunk(3, 1)

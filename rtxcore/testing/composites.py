@@ -101,9 +101,34 @@ def _front(op: str) -> Callable[[str, Any], Any]:
             return s.values, s.indices, s0.values, s0.indices
         if op == "index_put":
             return _put(x.clone(), rc.tensor([0, 2, 0], device=device), 7)
+        if op in _RNN_CELLS:
+            return _rnn_cell(op, device, dtype)
         raise KeyError(op)
 
     return run
+
+
+_RNN_CELLS = ("lstm_cell", "lstm_cell_backward", "gru_cell", "gru_cell_backward")
+
+
+def _rnn_cell(op: str, device: str, dtype: Any) -> Any:
+    """An LSTMCell's or GRUCell's step (4 rows, input 3, hidden 6), and for a
+    backward kernel every gradient of it."""
+    rc = _rc()
+    cell = (rc.nn.LSTMCell if op.startswith("lstm") else rc.nn.GRUCell)(3, 6, dtype=dtype,
+                                                                          device=device)
+    with rc.no_grad():
+        for name, p in cell.named_parameters():
+            p.copy_(rc.tensor(values(dtype, name, tuple(p.shape)) / 2, dtype=dtype))
+    x, h, c = (rc.tensor(values(dtype, s, (4, k)), dtype=dtype, device=device,
+                         requires_grad=True) for s, k in (("x", 3), ("h", 6), ("c", 6)))
+    out = cell(x, (h, c)) if op.startswith("lstm") else (cell(x, h),)
+    if not op.endswith("backward"):
+        return tuple(o.detach() for o in out)
+    sum((o * rc.tensor(values(dtype, f"g{i}", (4, 6)), dtype=dtype, device=device)).sum()
+        for i, o in enumerate(out)).backward()
+    return tuple(t.grad for t in (x, h) + ((c,) if op.startswith("lstm") else ())) + tuple(
+        p.grad for p in cell.parameters())
 
 
 def check_composite_front(device: str, op: str, dtype: Any) -> tuple[str, float, str]:

@@ -16,6 +16,7 @@ from .elementwise import (arange, binary, cast, copy, empty, from_host, full, no
 from .indexing import gather, index, masked_select, scatter_add
 from .matmul import matmul
 from .reductions import REDUCE, argreduction, reduction
+from .rnn_kernels import KERNELS as RNN_KERNELS
 
 KERNELS: dict[str, Callable[..., Any]] = {
     "empty": empty, "from_host": from_host, "to_host": to_host, "full": full,
@@ -28,3 +29,4 @@ KERNELS.update({op: reduction(op) for op in REDUCE})
 KERNELS.update(argmax=argreduction("argmax"), argmin=argreduction("argmin"))
 KERNELS.update(gather=gather, index=index, scatter_add=scatter_add, masked_select=masked_select)
 KERNELS["matmul"] = matmul
+KERNELS.update(RNN_KERNELS)  # lstm_cell, gru_cell and their backwards
