@@ -1,4 +1,4 @@
-"""Per-call time of the cpu composites that work in blocks over threads (softmax, log_softmax, cross_entropy, GELU), against PyTorch.
+"""Time per call of the cpu composites that run in blocks over threads, against PyTorch.
 
     python benchmarks/composites.py               # default threads
     python benchmarks/composites.py --threads 1   # one thread everywhere
@@ -6,8 +6,8 @@
 
 For (64, 128) and (4096, 1024) float32, forward alone and forward + backward of
 ``F.softmax``, ``F.log_softmax`` (last dim), ``F.cross_entropy`` (class indices,
-mean), ``F.gelu`` and ``F.gelu(approximate="tanh")``, it prints the median time
-per call of rtxcore with rtx_cpu's blocked kernels, of rtxcore with the
+mean), ``F.gelu`` and ``F.gelu(approximate="tanh")``, it prints the median (or
+``--stat min``) time per call of rtxcore with rtx_cpu's blocked kernels, of rtxcore with the
 whole-array steps they replace for the softmax family (the array-module
 ``softmax``/``log_softmax`` kernels, the core's backward formulas: the kernels
 taken out of the table for those calls; ``-`` for GELU, whose whole-array
@@ -24,21 +24,23 @@ import os
 import statistics
 import timeit
 
+from _setup import import_torch, limit_threads  # (benchmarks/_setup.py)
+
 
 def _parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--threads", type=int, default=None, help="threads for rtxcore, PyTorch, BLAS")
     p.add_argument("--rounds", type=int, default=9, help="rounds per measurement (median shown)")
+    p.add_argument("--stat", choices=("median", "min"), default="median",
+                   help="of the rounds: median (default), or min on a busy machine")
     p.add_argument("--quick", action="store_true", help="fewer calls per round (a smoke run)")
     p.add_argument("--no-torch", action="store_true", help="skip PyTorch even if installed")
     return p.parse_args()
 
 
 ARGS = _parse()
-if ARGS.threads:
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = str(ARGS.threads)
+limit_threads(ARGS.threads)
 
 import numpy as np  # noqa: E402
 
@@ -47,13 +49,8 @@ import rtxcore.nn.functional as F  # noqa: E402
 from rtxcore.dispatch import xp  # noqa: E402
 from rtxcore.ops.core import ready_device  # noqa: E402
 
-try:
-    if ARGS.no_torch:
-        raise ImportError
-    import torch  # noqa: E402
-    import torch.nn.functional as TF  # noqa: E402
-except ImportError:
-    torch = TF = None
+torch = import_torch(ARGS.no_torch, None)
+TF = torch.nn.functional if torch is not None else None
 
 if ARGS.threads:
     rc.set_num_threads(ARGS.threads)
@@ -61,6 +58,7 @@ if ARGS.threads:
         torch.set_num_threads(ARGS.threads)
 
 SHAPES = [(64, 128), (4096, 1024)]
+STAT = min if ARGS.stat == "min" else statistics.median
 _BLOCKED = ("softmax", "log_softmax", "softmax_backward", "log_softmax_backward")
 
 
@@ -129,7 +127,7 @@ def main() -> None:
     table = _Table()
     print(f"cpu composites, float32 | threads: rtxcore {rc.get_num_threads()}"
           + (f", torch {torch.get_num_threads()}" if torch else "")
-          + f" | median of {ARGS.rounds} interleaved rounds")
+          + f" | {ARGS.stat} of {ARGS.rounds} interleaved rounds")
     head = (f"{'case':<34}{'blocked':>12}{'whole-array':>13}{'torch':>12}"
             f"{'blk/whole':>11}{'blk/torch':>11}")
     print(head)
@@ -149,7 +147,7 @@ def main() -> None:
             for _ in range(ARGS.rounds):
                 for i, f in enumerate(sides):
                     times[i].append(timeit.timeit(f, number=number) / number)
-            med = [statistics.median(t) for t in times]
+            med = [STAT(t) for t in times]
             t_blk = med[0]
             t_whole = med[1] if whole else None
             t_torch = med[-1] if theirs is not None else None

@@ -44,6 +44,8 @@ import statistics
 import time
 from typing import Any, Callable
 
+from _setup import import_torch, limit_threads  # (benchmarks/_setup.py)
+
 
 def _parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__,
@@ -60,22 +62,15 @@ def _parse() -> argparse.Namespace:
 
 
 ARGS = _parse()
-if ARGS.threads:
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = str(ARGS.threads)
+limit_threads(ARGS.threads)
 
 import numpy as np  # noqa: E402
 
 import rtxcore as rc  # noqa: E402
 import rtxcore.nn.functional as F  # noqa: E402
 
-try:
-    if ARGS.no_torch:
-        raise ImportError
-    import torch  # noqa: E402
-    import torch.nn.functional as TF  # noqa: E402
-except ImportError:
-    torch = TF = None
+torch = import_torch(ARGS.no_torch, None)
+TF = torch.nn.functional if torch is not None else None
 
 if ARGS.threads:
     rc.set_num_threads(ARGS.threads)

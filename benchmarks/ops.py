@@ -43,6 +43,8 @@ import sys
 import time
 import timeit
 
+from _setup import import_torch, limit_threads  # (benchmarks/_setup.py)
+
 
 def _parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -59,24 +61,13 @@ def _parse() -> argparse.Namespace:
 
 
 ARGS = _parse()
-if ARGS.threads:
-    # must happen before numpy / torch load their thread pools
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = str(ARGS.threads)
+limit_threads(ARGS.threads)  # before numpy / torch load their thread pools
 
 import numpy as np  # noqa: E402
 
 import rtxcore as rc  # noqa: E402
 
-try:
-    if ARGS.no_torch:
-        raise ImportError
-    import torch  # noqa: E402
-
-    if ARGS.threads:
-        torch.set_num_threads(ARGS.threads)
-except ImportError:
-    torch = None
+torch = import_torch(ARGS.no_torch, ARGS.threads)
 
 
 SIZES = {

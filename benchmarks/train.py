@@ -19,15 +19,15 @@ import statistics
 import sys
 import time
 
+from _setup import import_torch, limit_threads  # (benchmarks/_setup.py)
+
 p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 p.add_argument("--rounds", type=int, default=7)
 p.add_argument("--quick", action="store_true")
 p.add_argument("--threads", type=int, default=None, help="limit BLAS/OpenMP threads")
 p.add_argument("--no-torch", action="store_true")
 ARGS = p.parse_args()
-if ARGS.threads:
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = str(ARGS.threads)
+limit_threads(ARGS.threads)
 
 import numpy as np  # noqa: E402
 
@@ -35,15 +35,7 @@ import rtxcore as rc  # noqa: E402
 from rtxcore import nn  # noqa: E402
 from rtxcore.testing import available_devices  # noqa: E402
 
-try:
-    if ARGS.no_torch:
-        raise ImportError
-    import torch  # noqa: E402
-
-    if ARGS.threads:
-        torch.set_num_threads(ARGS.threads)
-except ImportError:
-    torch = None
+torch = import_torch(ARGS.no_torch, ARGS.threads)
 
 LR, MOMENTUM = 0.01, 0.9
 
