@@ -311,6 +311,10 @@ def print_table(models: list[str], settings: list[dict[str, Any]], steps: int) -
     print(f"\nrtxcore vs torch {torch.__version__}, {steps} steps, median ms per step after 2 "
           f"warm-up steps; ratio = rtxcore / torch (opencl: rtxcore on opencl vs torch on cpu); "
           f"cells: ratio (rtxcore / torch ms)")
+    load, cores = os.getloadavg()[0], os.cpu_count() or 1
+    if load > cores:
+        print(f"load average {load:.1f} on {cores} cores: other processes compete for them, and "
+              f"a column above one thread then mostly measures that (noisy, read with care)")
     print("model".ljust(9) + "".join(f"{d + ', ' + s['label']:>{w}}" for s, d in cols)
           + "   max loss gap")
     logs: dict[int, list[float]] = {i: [] for i in range(len(cols))}
