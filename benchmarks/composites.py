@@ -7,8 +7,8 @@
 For (64, 128) and (4096, 1024) float32, forward alone and forward + backward of
 ``F.softmax``, ``F.log_softmax`` (last dim), ``F.cross_entropy`` (class indices,
 mean), ``F.gelu`` and ``F.gelu(approximate="tanh")``, it prints the median (or
-``--stat min``) time per call of rtxcore with rtx_cpu's blocked kernels, of rtxcore with the
-whole-array steps they replace for the softmax family (the array-module
+``--stat min``) time per call of rtxcore with rtx_cpu's blocked kernels, of
+rtxcore with the whole-array steps they replace for the softmax family (the array-module
 ``softmax``/``log_softmax`` kernels, the core's backward formulas: the kernels
 taken out of the table for those calls; ``-`` for GELU, whose whole-array
 kernel is gone) and of PyTorch eager, the rounds of all three interleaved; and
@@ -20,7 +20,6 @@ The machine may be shared and noisy: read ratios, not absolute times, and rerun.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import timeit
 

@@ -1,4 +1,4 @@
-"""softmax and log_softmax, forward and backward, on NumPy in blocks of whole rows over the backend's threads.
+"""softmax and log_softmax with their backwards on NumPy, in blocks of whole rows over threads.
 
 rtx_cpu's kernels for the ``softmax``/``log_softmax`` primitives and the
 ``softmax_backward``/``log_softmax_backward`` composites (``kernels.KERNELS``
