@@ -158,7 +158,7 @@ def test_logical_same_bits_on_any_thread_count(op, runs, small_blocks):
 @pytest.mark.parametrize("op", ["maximum", "minimum"])
 def test_extremum_same_bits_on_any_thread_count(op, dt, runs, small_blocks):
     rng = np.random.default_rng(4)
-    kernel = parallel.wrap(BASE[op], SMALL)
+    kernel = parallel.wrap(BASE[op], 2, SMALL)
     layouts = _layouts((64, 160), dt, rng)
     x = layouts[0][1]
     for scalar in (0.0, -0.0, 1.5):  # relu's maximum(x, 0): the scalar-filled path
@@ -173,7 +173,7 @@ def test_extremum_same_bits_on_any_thread_count(op, dt, runs, small_blocks):
 @pytest.mark.parametrize("dt", [np.float32, np.float64, np.float16, np.int64])
 def test_where_same_bits_on_any_thread_count(dt, runs, small_blocks):
     rng = np.random.default_rng(5)
-    kernel = parallel.wrap(BASE["where"], SMALL)
+    kernel = parallel.wrap(BASE["where"], 3, SMALL)
     layouts = _layouts((192, 64), dt, rng)
     cond = rng.random((192, 64)) < 0.4
     causal = np.broadcast_to(np.tril(np.ones((1, 64), bool)), (192, 64))  # a regular mask
@@ -191,7 +191,7 @@ def test_where_same_bits_on_any_thread_count(dt, runs, small_blocks):
 def test_copy_and_cast_same_bits_on_any_thread_count(src, dst, runs, small_blocks):
     rng = np.random.default_rng(6)
     op = "copy" if src == dst else "cast"
-    kernel = parallel.wrap(BASE[op], SMALL)
+    kernel = parallel.copy_kernel(None if op == "copy" else "unsafe", SMALL)
     for _, x in _layouts((160, 70), src, rng):
         if np.dtype(dst).kind in "iub" and np.dtype(src).kind == "f":
             x = np.nan_to_num(x, nan=1.0, posinf=7.0, neginf=-7.0)
@@ -209,6 +209,23 @@ def test_copy_and_cast_same_bits_on_any_thread_count(src, dst, runs, small_block
 
     for got in _on_threads(go).values():
         _same_bits(got, want)
+    _split(runs)
+
+
+def test_short_first_dim_splits_rows_of_the_first_two(runs, small_blocks):
+    # (2, T, C) + bias: no contiguous flat run, two rows too few; the first two
+    # dims as one, (2 * T, C), where every operand allows it without a copy
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((2, 300, 40)).astype(np.float32)
+    bias = np.broadcast_to(rng.standard_normal(40).astype(np.float32), x.shape)
+    mask = np.broadcast_to(rng.random((1, 300, 40)) < 0.5, x.shape)
+    add = parallel.binary(BASE["add"], SMALL)
+    _check(add, BASE["add"], np.empty_like(x), (x, bias))
+    _check(parallel.wrap(BASE["where"], 3, SMALL), BASE["where"], np.empty_like(x),
+           (mask, x, bias))
+    y = rng.standard_normal((300, 2, 40)).astype(np.float32).transpose(1, 0, 2)
+    _check(parallel.wrap(BASE["maximum"], 2, SMALL), BASE["maximum"], np.empty_like(x),
+           (y, -0.0))  # dims that don't merge without a copy: one call
     _split(runs)
 
 
@@ -324,29 +341,42 @@ def test_no_split_on_a_pool_thread(runs, small_blocks):
 
 
 def test_public_ops_same_bits_on_any_thread_count(runs):
+    # 4M elements: every op here splits at the real sizes (parallel.PART_MIN)
     rng = np.random.default_rng(11)
-    a = rng.standard_normal((1024, 1024)).astype(np.float32)
-    b = rng.standard_normal((1024, 1024)).astype(np.float32)
-    bias = rng.standard_normal(1024).astype(np.float32)
+    a = rng.standard_normal((2048, 2048)).astype(np.float32) + np.float32(1)
+    b = rng.standard_normal((2048, 2048)).astype(np.float32)
+    bias = rng.standard_normal(2048).astype(np.float32)
     ta, tb, tbias = rc.from_numpy(a), rc.from_numpy(b), rc.from_numpy(bias)
+    total = np.add.reduce(a, axis=None)  # NumPy's pairwise tree: its bits, from leaves
     cases = {
         "add": (lambda: ta + tb, a + b), "mul": (lambda: ta * tb, a * b),
         "bias": (lambda: ta + tbias, a + bias), "exp": (lambda: ta.exp(), np.exp(a)),
         "tanh": (lambda: ta.tanh(), np.tanh(a)),
-        "relu": (lambda: rc.relu(ta), np.maximum(a, np.float32(0))),
-        "where": (lambda: rc.where(ta > 0, ta, tb), np.where(a > 0, a, b)),
+        "relu": (lambda: rc.relu(tb), np.maximum(b, np.float32(0))),
+        "where": (lambda: rc.where(tb > 0, ta, tb), np.where(b > 0, a, b)),
         "t-copy": (lambda: ta.t().contiguous(), np.ascontiguousarray(a.T)),
         "half": (lambda: ta.half(), a.astype(np.float16)),
-        "sum": (lambda: ta.sum(), np.add.reduce(a, axis=None)),
-        "mean": (lambda: ta.mean(), np.add.reduce(a, axis=None) / np.float32(a.size)),
+        "sum": (lambda: ta.sum(), total),
+        "mean": (lambda: ta.mean(), total / np.float32(a.size)),
         "sum0": (lambda: ta.sum(0), a.sum(0)), "sum1": (lambda: ta.sum(1), a.sum(1)),
-        "amax": (lambda: ta.amax(1), a.max(1)), "max": (lambda: ta.max(), a.max()),
+        "amax": (lambda: ta.amax(1), a.max(1)), "max": (lambda: tb.max(), b.max()),
     }
     for name, (fn, want) in cases.items():
+        before = len(runs)
         got = _on_threads(lambda: fn().numpy().copy())
         for n in THREADS:
             _same_bits(got[n], np.asarray(want, got[1].dtype))
-    assert runs and max(runs) > 1
+        assert max(runs[before:], default=0) > 1, f"{name} never split"
+
+
+def test_the_table_holds_the_split_kernels():
+    # every kernel tested above is the one the cpu backend uses; the ufunc ones
+    # keep ``.ufunc`` (fused groups call the ufunc directly, block by block)
+    for op in UNARY + BINARY + LOGICAL + ["maximum", "minimum", "where", "copy", "cast",
+                                           *REDUCTIONS]:
+        assert KERNELS[op].__module__ == "rtx_cpu.parallel", op
+    for op in UNARY + BINARY + LOGICAL:
+        assert KERNELS[op].ufunc is BASE[op].ufunc, op
 
 
 def test_small_ops_are_one_call(runs):

@@ -183,7 +183,8 @@ KERNELS.update({op: parallel.binary(KERNELS[op])
                 for op in ("add", "sub", "mul", "div", "eq", "ne", "lt", "le", "gt", "ge",
                            "logical_and", "logical_or", "logical_xor", "floor_divide",
                            "remainder")})
-KERNELS.update({op: parallel.wrap(KERNELS[op])
-                for op in ("maximum", "minimum", "where", "copy", "cast")})
+KERNELS.update({op: parallel.wrap(KERNELS[op], 3 if op == "where" else 2)
+                for op in ("maximum", "minimum", "where")})
+KERNELS.update(copy=parallel.copy_kernel(None), cast=parallel.copy_kernel("unsafe"))
 KERNELS.update({op: parallel.reduction(uf, KERNELS[op]) for op, uf in (
     ("sum", np.add), ("prod", np.multiply), ("max", np.maximum), ("min", np.minimum))})

@@ -14,24 +14,28 @@ The result is the same bits for every thread count:
   the same inputs, whatever part it falls in (NumPy's loops give an element the
   same bits wherever it sits in a loop: ``tests/test_cpu_threads.py`` checks
   every kernel split here at several part boundaries). Parts are flat runs of
-  whole blocks where every array is C-contiguous, else runs of at least two
-  rows, so a part is contiguous exactly where the whole is and a kernel that
-  picks its method by layout or size (``where``, ``maximum`` against a scalar)
-  picks the same one for every part. An input that overlaps ``out`` other than exactly
-  (in place) keeps the single call: NumPy reads it before writing.
+  whole blocks where every array is C-contiguous, else runs of two rows or more
+  (the first two dims taken as one where the first is short and every array
+  allows it without a copy), so a part is contiguous exactly where the whole
+  is, and a kernel that picks its method by layout or size (``where``,
+  ``maximum`` against a scalar) picks the same one for every part. An input
+  that overlaps ``out`` other than exactly (in place) keeps the single call:
+  NumPy reads it before writing.
 - reductions over some axes: split along an axis that is not reduced, so every
   output element is reduced by the very loop the single call runs.
 - a float sum of everything over one run of memory (contiguous, or 1-D): NumPy
-  sums such a run pairwise, halving at multiples of 8 until 128 elements. The
+  sums such a run pairwise, halving at multiples of 8 down to 128 elements. The
   top of that tree is taken here, down to leaves of at most ``LEAF`` elements
   (fixed by the length alone), the leaves summed on the threads and combined as
   NumPy combines them: the single call's bits, on any number of threads.
-- max/min of everything over one run: the same leaves, combined in the same
-  tree (max and min are exact; only which of +0.0/-0.0 or of two NaNs' payloads
-  wins may differ from NumPy's own single call, and never between thread counts).
-- prod of everything (NumPy multiplies in sequence), float16 sums of everything
-  (NumPy sums in float32 through 8192-element buffers) and sums over several
-  non-contiguous axes of everything stay one call.
+  Integer sums take the same leaves (exact in any order).
+- max/min of everything over one run: the same leaves and tree (max and min are
+  exact; only which of +0.0/-0.0, or which NaN's payload, comes out may differ
+  from NumPy's own single call, and never between thread counts).
+- a product of everything (NumPy multiplies in sequence), a float16 sum of
+  everything (NumPy sums in float32 through 8192-element buffers) and a
+  reduction of everything over a non-contiguous array of 2 dims or more stay
+  one call.
 """
 
 from __future__ import annotations
@@ -47,12 +51,18 @@ from rtxcore.dispatch.xp import _BRANCHLESS_MIN, _FOLD_MAX, _FOLD_MIN_OUT
 from .fused import pool, threads
 
 # Elements per part at least: a smaller ``out`` (or reduced input) runs as one call.
-# Handing a part to a worker and waiting for it costs ~20-50 us on a quiet machine
-# (more when the other cores are busy); an add of 256K float32 takes ~50 us.
-PART_MIN = 1 << 18  # memory-bound kernels (add, mul, copy, compare, where, sum)
-PART_MIN_MATH = 1 << 16  # kernels of ~1 ns an element or more (exp, log, tanh, sin)
+# Handing a part to a worker and waiting for it costs 20-50 us on this machine (2
+# cores of a VM, shared: the other core is woken, and Python's pool threads don't
+# spin as OpenMP's do), so a split pays only from about a millisecond of work. One
+# call vs two halves on 2 busy cores (medians of 21 interleaved rounds): float32
+# add 1M 159 -> 213 us, 4M 1639 -> 1747, 16M 6650 -> 6535; exp 1M 500 -> 563 us,
+# 4M 2376 -> 1639, 16M 9819 -> 6643; sum over rows 4M 702 -> 480 us; on a quieter
+# moment add 2M 984 -> 572 us, exp 1M 492 -> 391 us.
+PART_MIN = 1 << 21  # memory-bound kernels (add, mul, copy, compare, where, sums)
+PART_MIN_MATH = 1 << 20  # kernels of ~0.5 ns an element or more (exp, log, tanh, sin)
 _ALIGN = 1024  # elements: flat parts start at multiples (whole cache lines, no sharing)
-LEAF = 1 << 17  # elements: the most in one leaf of a sum of everything
+LEAF = 1 << 20  # elements: the most in one leaf of a sum of everything (a leaf's
+# reduce call costs ~5 us: 16M elements in leaves of 128K took 1.3x the single call)
 _WORKER = "rtx-cpu-fused"  # the pool's thread names start so (``fused.pool``)
 
 
@@ -120,13 +130,28 @@ def _elementwise_parts(out: np.ndarray, args: tuple[Any, ...],
                 for lo, hi in _bounds(o.size, n, _ALIGN)]
     if not shape:
         return None
+    full = [a if not isinstance(a, np.ndarray) or a.shape == shape
+            else np.broadcast_to(a, shape) for a in args]
+    while len(shape) > 1 and shape[0] < 4 * n:  # (2, T, C): rows of (2 * T, C)
+        merged = [_merge_lead(a) if isinstance(a, np.ndarray) else a for a in (out, *full)]
+        if any(m is None for m in merged):
+            break
+        out, *full = merged
+        shape = out.shape
     n = min(n, shape[0] // 2)  # parts of two rows at least (see the module's docstring)
     if n <= 1:
         return None
-    full = [a if not isinstance(a, np.ndarray) or a.shape == shape
-            else np.broadcast_to(a, shape) for a in args]
     return [(out[lo:hi], *(a[lo:hi] if isinstance(a, np.ndarray) else a for a in full))
             for lo, hi in _bounds(shape[0], n)]
+
+
+def _merge_lead(a: np.ndarray) -> np.ndarray | None:
+    """A view of ``a`` with its first two dims as one, or None where that needs a copy."""
+    (n0, n1), (s0, s1) = a.shape[:2], a.strides[:2]
+    if n0 != 1 and n1 != 1 and s0 != s1 * n1:
+        return None
+    step = s1 if n0 == 1 or n1 != 1 else s0
+    return np.lib.stride_tricks.as_strided(a, (n0 * n1, *a.shape[2:]), (step, *a.strides[2:]))
 
 
 def unary(base: Any, part_min: int = PART_MIN) -> Callable[[np.ndarray, Any], None]:
@@ -162,21 +187,58 @@ def binary(base: Any, part_min: int = PART_MIN) -> Callable[[np.ndarray, Any, An
     return kernel
 
 
-def wrap(base: Callable[..., None], part_min: int = PART_MIN) -> Callable[..., None]:
-    """Any elementwise kernel ``base(out, *args)`` that splits when large. Its parts
+def wrap(base: Callable[..., None], arity: int,
+         part_min: int = PART_MIN) -> Callable[..., None]:
+    """An elementwise kernel ``base(out, *args)`` of ``arity`` args that splits
+    when large (one call more than ``base`` when small, no ``*args``). Its parts
     are never smaller than the size at which ``rtxcore.dispatch.xp``'s kernels
     change method (``where``, ``maximum`` against a scalar, whose argument order
     decides which of +0.0/-0.0 it returns), so each part takes the whole's."""
     part_min = max(part_min, _BRANCHLESS_MIN)
     least = 2 * part_min
-
-    def kernel(out: np.ndarray, *args: Any) -> None:
-        if out.size < least:
-            base(out, *args)
-        else:
-            elementwise(base, out, args, part_min)
-
+    if arity == 2:
+        def kernel(out: np.ndarray, x: Any, y: Any) -> None:
+            if out.size < least:
+                base(out, x, y)
+            else:
+                elementwise(base, out, (x, y), part_min)
+    elif arity == 3:
+        def kernel(out: np.ndarray, c: Any, x: Any, y: Any) -> None:  # type: ignore[misc]
+            if out.size < least:
+                base(out, c, x, y)
+            else:
+                elementwise(base, out, (c, x, y), part_min)
+    else:
+        raise ValueError(f"wrap: arity {arity} (2 or 3)")
     return kernel
+
+
+def copy_kernel(casting: str | None, part_min: int = PART_MIN) -> Callable[..., None]:
+    """``copy`` (casting None: NumPy's default, same kind) or ``cast`` ("unsafe"):
+    ``np.copyto`` into out, split when large."""
+    least = 2 * part_min
+    copyto = np.copyto
+    if casting is None:
+        def kernel(out: np.ndarray, x: Any) -> None:
+            if out.size < least:
+                copyto(out, x)
+            else:
+                elementwise(_copy_part, out, (x,), part_min)
+    else:
+        def kernel(out: np.ndarray, x: Any) -> None:  # type: ignore[misc]
+            if out.size < least:
+                copyto(out, x, casting=casting)
+            else:
+                elementwise(_cast_part, out, (x,), part_min)
+    return kernel
+
+
+def _copy_part(out: np.ndarray, x: Any) -> None:
+    np.copyto(out, x)
+
+
+def _cast_part(out: np.ndarray, x: Any) -> None:
+    np.copyto(out, x, casting="unsafe")
 
 
 # -- reductions ----------------------------------------------------------------------
@@ -185,11 +247,12 @@ _SUM_INIT = np.add.reduce(np.full(16, -0.0))  # NumPy's start value for a sum: +
 _TREE_SUM = frozenset(np.dtype(t) for t in (np.float32, np.float64))
 
 
-def reduction(ufunc: Any, base: Callable[[np.ndarray, np.ndarray, tuple[int, ...]], None],
-              part_min: int = PART_MIN) -> Callable[[np.ndarray, np.ndarray, tuple[int, ...]], None]:
+Reduce = Callable[[np.ndarray, np.ndarray, tuple[int, ...]], None]
+
+
+def reduction(ufunc: Any, base: Reduce, part_min: int = PART_MIN) -> Reduce:
     """The reduction kernel ``base(out, x, axes)`` (out keeps the reduced dims as
     1s) of ``ufunc``, split over the threads when x is large (see the docstring)."""
-
     least = 2 * part_min
 
     def kernel(out: np.ndarray, x: np.ndarray, axes: tuple[int, ...]) -> None:
@@ -253,6 +316,8 @@ def _reduce_tree(ufunc: Any, out: np.ndarray, x: np.ndarray, n: int) -> bool:
             return False
     leaves: list[tuple[int, int]] = []
     _leaves(0, flat.size, leaves)
+    if len(leaves) < 2:
+        return False
     vals = np.empty(len(leaves), flat.dtype)
     ident = x.dtype.type(-0.0) if ufunc is np.add and x.dtype.kind == "f" else None
 
