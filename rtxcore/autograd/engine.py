@@ -14,7 +14,7 @@ from ..ops import creation as C
 from ..ops import elementwise as E
 from ..ops import reduction as R
 from ..ops import views as V
-from ..ops.core import contiguous, empty, kernel, scalar_for
+from ..ops.core import _CSTRIDES, contiguous, empty, kernel, scalar_for
 from ..tensor import Tensor
 from .grad_mode import _state
 from .tape import AccumulateGrad, Meta, Node, _type_name, alias, edge
@@ -187,7 +187,9 @@ def _run(roots: list[tuple[Any, Tensor]], retain_graph: bool, create_graph: bool
             grads = buffers.pop(node, None)
             if grads is not None:
                 if type(node) is AccumulateGrad:
-                    grads = _leaf_hooks(node, grads)
+                    m = node.variable._ag
+                    if m is not None and m.hooks:
+                        grads = _leaf_hooks(node, grads)
                 if node._pre_hooks:
                     grads = _run_pre_hooks(node, grads)
                 if node._retain:
@@ -325,7 +327,8 @@ def _owned(g: Tensor, user: set[int], handed: set[int]) -> Tensor:
     sid = id(g._storage)
     # (a rule's result may be a view of a fresh temporary: that is fine to keep;
     # memory seen elsewhere is the caller's gradients or one already handed out)
-    if sid in user or sid in handed or not g.is_contiguous():
+    if sid in user or sid in handed or (g._strides is not _CSTRIDES.get(g._shape)
+                                        and not g.is_contiguous()):
         g = C.clone(g) if _state.enabled else contiguous_copy(g)
         sid = id(g._storage)
     handed.add(sid)
@@ -341,15 +344,11 @@ def _store(m: Meta, g: Tensor, create_graph: bool, user: set[int], handed: set[i
     old = m.grad
     if old is None:
         g = _owned(g, user, handed)
-        m.grad = g if create_graph else _detached(g)
+        m.grad = g if create_graph or g._ag is None else alias(g)  # (detached)
     elif create_graph or old._ag is not None:
         m.grad = E.add(old, g)
     else:
         E.add_.raw(old, g)
-
-
-def _detached(g: Tensor) -> Tensor:
-    return g if g._ag is None else alias(g)
 
 
 def _leaf_hooks(node: AccumulateGrad, grads: list[Any]) -> list[Any]:

@@ -9,9 +9,10 @@ and an edge to each input's node. The graph is owned by its outputs: a tensor's
 ``Meta`` holds its node, a node holds its inputs' nodes, and nothing global holds
 any of them.
 
-(One file of about 600 lines on purpose: ``attach`` and the decorators are the
-recording path every op takes, and keeping them with ``Meta`` and ``Node`` lets
-them bind each other as module globals, with no attribute lookups per op.)
+(``attach`` and the decorators are the recording path every op takes: they stay
+here with ``Meta`` and ``Node``, binding each other as module globals. The
+wrappers the decorators generate are written by rtxcore/autograd/wrappers.py,
+each given the names it calls as its own globals: no attribute lookups per op.)
 
 Ops that are not marked are composites of marked ones and differentiate through
 their decomposition.
@@ -25,10 +26,11 @@ import weakref
 from typing import Any, Callable
 
 from ..tensor import Tensor
+from . import wrappers as W
 from .grad_mode import _state
+from .wrappers import parameters  # noqa: F401  (rtxcore.ops.factory_args's)
 
 _new = object.__new__
-_NOKW: dict[str, Any] = {}  # never written: the empty **kwargs of a recorded call
 _seq = itertools.count()
 
 # op name -> Node subclass carrying its backward rule (filled by rules/)
@@ -185,6 +187,21 @@ class AccumulateGrad(Node):
         init_node(self, (), ())
 
 
+def _accumulator(t: Tensor, m: Meta) -> AccumulateGrad:
+    """Leaf ``t``'s AccumulateGrad (``m`` is its Meta): the live one, else a new one
+    (held by the graph's edges; the leaf keeps a weak reference)."""
+    ref = m.acc
+    if ref is not None:
+        acc = ref()
+        if acc is not None:
+            return acc
+    acc = _new(AccumulateGrad)  # AccumulateGrad(t), without the type's call
+    acc.variable = t
+    init_node(acc, (), ())
+    m.acc = weakref.ref(acc)
+    return acc
+
+
 def init_node(node: Node, next_functions: tuple[Any, ...], infos: tuple[Any, ...],
               extra: Any = None, args: tuple[Any, ...] = (), kwargs: Any = None) -> Node:
     """Fill a node made outside ``attach`` (AccumulateGrad, CopySlices, Function
@@ -248,11 +265,7 @@ def edge(t: Tensor) -> tuple[Node, int] | None:
         if m.view_version is not None and m.view_version != t._storage.version:
             return _refresh_view(t)
         return (fn, m.output_nr)
-    acc = m.acc() if m.acc is not None else None
-    if acc is None:
-        acc = AccumulateGrad(t)
-        m.acc = weakref.ref(acc)
-    return (acc, 0)
+    return (_accumulator(t, m), 0)
 
 
 # -- recording ----------------------------------------------------------------------
@@ -285,12 +298,15 @@ def record(name: str, inputs: tuple[Any, ...], args: tuple[Any, ...],
 
 
 def _edge1(t: Any) -> Any:
-    """``edge(t)`` for any argument, inlined for the usual non-leaf case."""
+    """``edge(t)`` for any argument, inlined for the usual cases (a non-leaf that
+    is not a view, a leaf)."""
     m = getattr(t, "_ag", None)
     if m is None or not m.requires_grad:
         return None
     fn = m.grad_fn
-    if fn is None or m.view_version is not None:
+    if fn is None:
+        return (_accumulator(t, m), 0)
+    if m.view_version is not None:
         return edge(t)
     return (fn, m.output_nr)
 
@@ -308,39 +324,6 @@ def _refresh_view(t: Tensor) -> tuple[Node, int]:
     return (t._ag.grad_fn, 0)
 
 
-def _record1(name: str, fn: Callable[..., Any], x: Tensor, args: tuple[Any, ...],
-             kwargs: dict[str, Any]) -> Any:
-    """``record`` for one-input ops: the same steps, without the generic loops."""
-    e = _edge1(x)
-    if e is None:
-        return fn(x, *args, **(kwargs or _NOKW))
-    _state.enabled = False
-    try:
-        out = fn(x, *args, **(kwargs or _NOKW))
-    finally:
-        _state.enabled = True
-    if out._dtype.kind != "f" or out._ag is not None or out is x:
-        return out
-    attach(name, out, (x,), (e,), args, kwargs)
-    return out
-
-
-def _record2(name: str, fn: Callable[..., Any], x: Any, y: Any, args: tuple[Any, ...],
-             kwargs: dict[str, Any]) -> Any:
-    ex, ey = _edge1(x), _edge1(y)
-    if ex is None and ey is None:
-        return fn(x, y, *args, **(kwargs or _NOKW))
-    _state.enabled = False
-    try:
-        out = fn(x, y, *args, **(kwargs or _NOKW))
-    finally:
-        _state.enabled = True
-    if out._dtype.kind != "f" or out._ag is not None or out is x or out is y:
-        return out
-    attach(name, out, (x, y), (ex, ey), args, kwargs)
-    return out
-
-
 def _info(t: Any) -> tuple[Any, ...] | None:
     return (t._shape, t._dtype, t._device) if isinstance(t, Tensor) else None
 
@@ -353,9 +336,12 @@ def attach(name: str, out: Tensor, inputs: tuple[Any, ...], edges: tuple[Any, ..
     node.next_functions = edges
     n = len(inputs)
     if n == 1:
-        node._in = (_info(inputs[0]),)
+        x = inputs[0]
+        node._in = ((x._shape, x._dtype, x._device) if isinstance(x, Tensor) else None,)
     elif n == 2:
-        node._in = (_info(inputs[0]), _info(inputs[1]))
+        x, y = inputs
+        node._in = ((x._shape, x._dtype, x._device) if isinstance(x, Tensor) else None,
+                    (y._shape, y._dtype, y._device) if isinstance(y, Tensor) else None)
     else:
         node._in = tuple([_info(t) for t in inputs])
     save = cls.save
@@ -405,69 +391,19 @@ def attach(name: str, out: Tensor, inputs: tuple[Any, ...], edges: tuple[Any, ..
     return node
 
 
-_CO_VARARGS, _CO_VARKEYWORDS = 0x04, 0x08
-
-
-def parameters(fn: Callable[..., Any]) -> tuple[list[str], str | None, list[str], str | None]:
-    """``fn``'s parameter names: (positional, *name, keyword-only, **name)."""
-    code = fn.__code__
-    names = code.co_varnames
-    npos, nkw = code.co_argcount, code.co_kwonlyargcount
-    pos, kwonly = list(names[:npos]), list(names[npos:npos + nkw])
-    i = npos + nkw
-    star = names[i] if code.co_flags & _CO_VARARGS else None
-    i += star is not None
-    dstar = names[i] if code.co_flags & _CO_VARKEYWORDS else None
-    return pos, star, kwonly, dstar
-
-
-def _exact_wrapper(name: str, fn: Callable[..., Any], n_inputs: int) -> Callable[..., Any]:
+def _exact_wrapper(name: str, fn: Callable[..., Any], n_inputs: int, out_branch: str | None = None,
+                   ns: dict[str, Any] | None = None, composite: bool = True) -> Callable[..., Any]:
     """The recording wrapper of a one- or two-input op, generated with ``fn``'s own
-    parameter list: a generic ``(*args, **kwargs)`` wrapper would add a quarter
-    of a microsecond to every call of every op, recorded or not.
-
-    For ``def sum(x, dim=None, keepdim=False, *, dtype=None)`` it is::
-
-        def sum(x, dim, keepdim, *, dtype):      # defaults copied from fn
-            if getattr(x, "_ag", None) is None or not _state.enabled:
-                return fn(x, dim, keepdim, dtype=dtype)
-            return _record1(name, fn, x, (dim, keepdim), {"dtype": dtype})
-    """
-    pos, star, kwonly, dstar = parameters(fn)
-    if len(pos) < n_inputs:
-        raise TypeError(f"@differentiable({name!r}): {fn.__name__} takes fewer than {n_inputs} positional inputs")
-    inputs, rest = pos[:n_inputs], pos[n_inputs:]
-    params = pos + ([f"*{star}"] if star else (["*"] if kwonly else [])) + kwonly + (
-        [f"**{dstar}"] if dstar else [])
-    call = pos + ([f"*{star}"] if star else []) + [f"{k}={k}" for k in kwonly] + (
-        [f"**{dstar}"] if dstar else [])
-    args = "(" + "".join(f"{a}, " for a in rest) + ")"
-    if star:
-        args = f"{args} + {star}"
-    kwargs = ("{" + ", ".join(f"{k!r}: {k}" for k in kwonly) + "}") if kwonly else "None"
-    if dstar:
-        kwargs = f"({{**{kwargs}, **{dstar}}} or None)" if kwonly else f"({dstar} or None)"
-    if n_inputs == 1:
-        test = f"getattr({inputs[0]}, '_ag', None) is None"
-        rec = f"_record1(name, fn, {inputs[0]}, {args}, {kwargs})"
-    else:
-        test = f"(getattr({inputs[0]}, '_ag', None) is None and getattr({inputs[1]}, '_ag', None) is None)"
-        rec = f"_record2(name, fn, {inputs[0]}, {inputs[1]}, {args}, {kwargs})"
-    src = (f"def {fn.__name__}({', '.join(params)}):\n"
-           f"    if {test} or not _state.enabled:\n"
-           f"        return fn({', '.join(call)})\n"
-           f"    return {rec}\n")
-    ns: dict[str, Any] = {"fn": fn, "name": name, "_state": _state,
-                          "_record1": _record1, "_record2": _record2}
-    exec(compile(src, f"<differentiable {name}>", "exec"), ns)  # noqa: S102
-    op = ns[fn.__name__]
-    op.__defaults__ = fn.__defaults__
-    op.__kwdefaults__ = fn.__kwdefaults__
-    return op
+    parameters and the recording inlined (rtxcore/autograd/wrappers.py); its
+    names bound here, as the module globals of its own namespace."""
+    return W.recording_wrapper(name, fn, n_inputs, {"fn": fn, "name": name, "_state": _state,
+                                                    "_edge1": _edge1, "attach": attach, **(ns or {})},
+                               out_branch, composite)
 
 
 def differentiable(name: str, inputs: int | str | tuple[int, ...] = 1,
-                   output: Callable[[Any], tuple[Any, Any]] | None = None) -> Callable[..., Any]:
+                   output: Callable[[Any], tuple[Any, Any]] | None = None,
+                   composite: bool = True) -> Callable[..., Any]:
     """Mark an op front-end as recording, with the backward rule named ``name``.
 
     inputs: how many leading positional arguments are differentiable (1 or 2, or
@@ -475,12 +411,18 @@ def differentiable(name: str, inputs: int | str | tuple[int, ...] = 1,
     sequence of tensors (``cat``).
     output: for ops returning several things, picks ``(tensor, extra)``: the
     tensor that gets the node, and what the rule may read as ``ctx.extra``.
+    composite: the front-end may call recording ops, which must record nothing
+    (recording is switched off around it). False for one that calls kernels only
+    (a primitive's driver, rtxcore/ops/core.py): two thread-local writes fewer
+    per recorded op. (One or two inputs, no ``output``.)
     """
 
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
         RAW[name] = fn
         if inputs in (1, 2) and output is None:
-            op = _exact_wrapper(name, fn, inputs)
+            op = _exact_wrapper(name, fn, inputs, composite=composite)
+            op._rtx_name, op._rtx_inputs = name, inputs  # (out.py makes its out= twin)
+            op._rtx_composite = composite
         elif inputs == "seq":
             def op(tensors: Any, *args: Any, **kwargs: Any) -> Any:
                 if not _state.enabled or not isinstance(tensors, (list, tuple)) or \
@@ -514,6 +456,17 @@ def differentiable(name: str, inputs: int | str | tuple[int, ...] = 1,
     return deco
 
 
+def quiet(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` with recording off: a path of a front-end marked
+    ``composite=False`` that calls recording ops (they must record nothing)."""
+    prev = _state.enabled
+    _state.enabled = False
+    try:
+        return fn(*args)
+    finally:
+        _state.enabled = prev
+
+
 # -- in-place ops -----------------------------------------------------------------------
 
 
@@ -523,15 +476,17 @@ def inplace(out_of_place: Callable[..., Any], inputs: int = 1) -> Callable[..., 
     the graph from that node (its base too, when ``x`` is a view)."""
 
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
-        def op(x: Tensor, *args: Any, **kwargs: Any) -> Any:
-            if not _state.enabled or (
-                getattr(x, "_ag", None) is None
-                and getattr(getattr(x, "_base", None), "_ag", None) is None
-                and all(getattr(a, "_ag", None) is None for a in args[:inputs])
-            ):
-                return fn(x, *args, **kwargs)
-            return run_inplace(fn.__name__, x, lambda: out_of_place(x, *args, **kwargs),
-                               lambda: fn(x, *args, **kwargs))
+        op = _exact_inplace(fn, out_of_place, inputs)
+        if op is None:
+            def op(x: Tensor, *args: Any, **kwargs: Any) -> Any:
+                if not _state.enabled or (
+                    getattr(x, "_ag", None) is None
+                    and getattr(getattr(x, "_base", None), "_ag", None) is None
+                    and all(getattr(a, "_ag", None) is None for a in args[:inputs])
+                ):
+                    return fn(x, *args, **kwargs)
+                return run_inplace(fn.__name__, x, lambda: out_of_place(x, *args, **kwargs),
+                                   lambda: fn(x, *args, **kwargs))
 
         functools.update_wrapper(op, fn)
         op.raw = fn  # type: ignore[attr-defined]
@@ -539,6 +494,13 @@ def inplace(out_of_place: Callable[..., Any], inputs: int = 1) -> Callable[..., 
         return op
 
     return deco
+
+
+def _exact_inplace(fn: Callable[..., Any], out_of_place: Callable[..., Any],
+                   inputs: int) -> Callable[..., Any] | None:
+    """``inplace``'s wrapper generated with ``fn``'s parameters (rtxcore/autograd/wrappers.py)."""
+    return W.inplace_wrapper(fn, inputs, {"fn": fn, "oop": out_of_place, "name": fn.__name__,
+                                          "_state": _state, "run_inplace": run_inplace})
 
 
 def check_inplace(x: Tensor) -> None:

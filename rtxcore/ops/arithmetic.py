@@ -17,11 +17,12 @@ from typing import Any
 from .. import dtype as D
 from ..dispatch import ops as OPS
 from ..tensor import Tensor
-from .core import (FLOAT, SAME, TO_BOOL, as_tensor_on, binary, cast, empty, full_on, is_scalar,
-                   kernel, scalar_for, unary, view_of, write_result)
+from .core import (FLOAT, SAME, TO_BOOL, as_tensor_on, binary, binary_op, cast, empty, full_on,
+                   is_scalar, kernel, scalar_for, unary, unary_op, view_of, write_result)
 from .core import bad_operand, own_kernel
 from .core import where as _core_where
 from ..autograd.tape import differentiable, inplace
+from ..autograd.tape import quiet as _quiet
 
 # Each op's facts (result kind, in-place twin, aliases) come from its OpSpec.
 _SPECS = {**OPS.PRIMITIVES, **OPS.COMPOSITES}
@@ -33,31 +34,35 @@ def _k(op: str) -> int:
     return _KIND[_SPECS[op].result]
 
 
+# the same, looked up once (the in-place front-ends below read ``KIND["add"]``)
+KIND = {op: _KIND[sp.result] for op, sp in _SPECS.items() if sp.result in _KIND}
+_BOOL = D.bool_
+
+
 # -- primitives ----------------------------------------------------------------------
+
+
+def _primitive(run: Any, op: str, inputs: int, recorded: bool) -> Any:
+    run.__module__ = __name__
+    return differentiable(op, inputs=inputs, composite=False)(run) if recorded else run
 
 
 def _unary_primitive(op: str, recorded: bool = True) -> Any:
     """The front-end of unary primitive ``op``: its kernel, with the result dtype
-    its OpSpec gives; recorded for autograd unless ``recorded`` is False."""
-    kind = _k(op)
-
-    def fn(x: Tensor) -> Tensor:
-        return unary(op, x, kind)
-
-    fn.__name__ = fn.__qualname__ = op
-    return differentiable(op)(fn) if recorded else fn
+    its OpSpec gives; recorded for autograd unless ``recorded`` is False. (Its
+    body is the driver itself, ``unary_op``'s function: no call in between.)"""
+    return _primitive(unary_op(op, _k(op)), op, 1, recorded)
 
 
 def _binary_primitive(op: str, recorded: bool = True) -> Any:
     """The front-end of binary primitive ``op`` (tensors or Python numbers, broadcast
     and promoted), as ``_unary_primitive``."""
-    kind = _k(op)
+    return _primitive(binary_op(op, _k(op)), op, 2, recorded)
 
-    def fn(x: Any, y: Any) -> Tensor:
-        return binary(op, x, y, kind)
 
-    fn.__name__ = fn.__qualname__ = op
-    return differentiable(op, inputs=2)(fn) if recorded else fn
+# the drivers of the front-ends below that check more, or take keywords too
+_add, _sub, _mul, _div = (binary_op(op, _k(op)) for op in ("add", "sub", "mul", "div"))
+_neg, _sign, _floor = (unary_op(op, _k(op)) for op in ("neg", "sign", "floor"))
 
 
 abs, exp, log, sqrt, sin, cos, tanh, reciprocal = (  # noqa: A001
@@ -70,25 +75,29 @@ eq, ne, lt, le, gt, ge, logical_and, logical_or = (
     for op in ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or"))
 
 
-@differentiable("neg")
+# (composite=False: these front-ends call kernels only, recording nothing inside;
+# their rarer paths that call recording ops run them under _quiet)
+
+
+@differentiable("neg", composite=False)
 def neg(x: Tensor) -> Tensor:
-    if x._dtype is D.bool_:
+    if x._dtype is _BOOL:
         raise RuntimeError("negation, the `-` operator, on a bool tensor is not supported; use ~ or logical_not()")
-    return unary("neg", x, _k("neg"))
+    return _neg(x)
 
 
-@differentiable("sign")
+@differentiable("sign", composite=False)
 def sign(x: Tensor) -> Tensor:
     if isinstance(x, Tensor) and x._dtype is D.bool_:
-        return x.clone()  # PyTorch: the sign of a bool is itself
-    return unary("sign", x, _k("sign"))
+        return _quiet(x.clone)  # PyTorch: the sign of a bool is itself
+    return _sign(x)
 
 
-@differentiable("floor")
+@differentiable("floor", composite=False)
 def floor(x: Tensor) -> Tensor:
     if x._dtype.kind != "f":
-        return x.clone()
-    return unary("floor", x, _k("floor"))
+        return _quiet(x.clone)
+    return _floor(x)
 
 
 def _scaled(x: Any, y: Any, alpha: Any) -> Any:
@@ -97,29 +106,33 @@ def _scaled(x: Any, y: Any, alpha: Any) -> Any:
         (isinstance(v, Tensor) and v._dtype.kind != "f") or isinstance(v, int) for v in (x, y)
     ):
         raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
-    return mul(y, alpha) if isinstance(y, Tensor) else y * alpha  # (a Python number)
+    return _mul(y, alpha) if isinstance(y, Tensor) else y * alpha  # (a Python number)
 
 
-@differentiable("add", inputs=2)
+@differentiable("add", inputs=2, composite=False)
 def add(x: Any, y: Any, *, alpha: Any = 1) -> Tensor:
     if alpha != 1:
         y = _scaled(x, y, alpha)
-    return binary("add", x, y, _k("add"))
+    return _add(x, y)
 
 
-@differentiable("sub", inputs=2)
+@differentiable("sub", inputs=2, composite=False)
 def sub(x: Any, y: Any, *, alpha: Any = 1) -> Tensor:
     if alpha != 1:
         y = _scaled(x, y, alpha)
-    if _is_bool(x) or _is_bool(y):
+    if (isinstance(x, Tensor) and x._dtype is _BOOL) or (isinstance(y, Tensor) and y._dtype is _BOOL):
         raise RuntimeError("subtraction, the `-` operator, with a bool tensor is not supported; use logical_xor()")
-    return binary("sub", x, y, _k("sub"))
+    return _sub(x, y)
 
 
-@differentiable("div", inputs=2)
+@differentiable("div", inputs=2, composite=False)
 def div(x: Any, y: Any, *, rounding_mode: str | None = None) -> Tensor:
     if rounding_mode is None:
-        return binary("div", x, y, _k("div"))
+        return _div(x, y)
+    return _quiet(_div_rounded, x, y, rounding_mode)
+
+
+def _div_rounded(x: Any, y: Any, rounding_mode: Any) -> Tensor:
     if rounding_mode == "floor":
         return floor_divide(x, y)
     if rounding_mode == "trunc":
@@ -132,7 +145,7 @@ def div(x: Any, y: Any, *, rounding_mode: str | None = None) -> Tensor:
 
             fix = logical_and(ne(r, 0), ne(negative(x), negative(y)))
             return _where(fix, add(q, 1), q)
-        return trunc(binary("div", x, y, _k("div")))
+        return trunc(_div(x, y))
     raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found {rounding_mode!r}")
 
 
@@ -282,25 +295,25 @@ def remainder(x: Any, y: Any) -> Tensor:
 def add_(x: Tensor, y: Any, *, alpha: Any = 1) -> Tensor:
     if alpha != 1:
         y = _scaled(x, y, alpha)
-    return binary("add", x, y, _k("add"), out=x)
+    return binary("add", x, y, KIND["add"], out=x)
 
 
 @inplace(sub, inputs=1)
 def sub_(x: Tensor, y: Any, *, alpha: Any = 1) -> Tensor:
     if alpha != 1:
         y = _scaled(x, y, alpha)
-    return binary("sub", x, y, _k("sub"), out=x)
+    return binary("sub", x, y, KIND["sub"], out=x)
 
 
 @inplace(mul, inputs=1)
 def mul_(x: Tensor, y: Any) -> Tensor:
-    return binary("mul", x, y, _k("mul"), out=x)
+    return binary("mul", x, y, KIND["mul"], out=x)
 
 
 @inplace(div, inputs=1)
 def div_(x: Tensor, y: Any, *, rounding_mode: str | None = None) -> Tensor:
     if rounding_mode is None:
-        return binary("div", x, y, _k("div"), out=x)
+        return binary("div", x, y, KIND["div"], out=x)
     return write_result(x, div(x, y, rounding_mode=rounding_mode), "div")
 
 
@@ -311,12 +324,12 @@ def pow_(x: Tensor, y: Any) -> Tensor:
 
 @inplace(maximum, inputs=1)
 def maximum_(x: Tensor, y: Any) -> Tensor:
-    return binary("maximum", x, y, _k("maximum"), out=x)
+    return binary("maximum", x, y, KIND["maximum"], out=x)
 
 
 @inplace(minimum, inputs=1)
 def minimum_(x: Tensor, y: Any) -> Tensor:
-    return binary("minimum", x, y, _k("minimum"), out=x)
+    return binary("minimum", x, y, KIND["minimum"], out=x)
 
 
 @inplace(floor_divide, inputs=1)

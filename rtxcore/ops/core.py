@@ -1,5 +1,6 @@
-"""The op front-ends' shared machinery: allocation, views, casts, and the
-elementwise / reduction drivers every op goes through.
+"""The op front-ends' shared machinery: the elementwise and reduction drivers
+every op goes through, the in-place writes, and (re-exported from
+rtxcore/ops/alloc.py) allocation, views and casts.
 
 A front-end checks devices, promotes dtypes, broadcasts, allocates the output,
 looks the kernel up in the device's table (one dict lookup) and calls it.
@@ -14,267 +15,16 @@ from typing import Any, Callable
 
 from .. import dtype as D
 from .._native import safe_offset as _safe_offset, view_of  # noqa: F401  (view_of: every op's)
-from ..device import Device, get_default_device
-from ..dispatch.types import DType, contiguous_strides
-from ..shape import broadcast_shapes, expand_strides
-from ..tensor import Storage, Tensor
-from .host_data import numpy_from_data
+from ..device import Device
+from ..dispatch.types import DType
+from ..shape import broadcast_shapes
+from ..tensor import Tensor
+from .alloc import (_CSTRIDES, _new, _operand_tensor, as_tensor_on, as_view, bad_operand,  # noqa: F401
+                    buffer, cast, check_dtype, contiguous, cstrides, empty, expand_to, fresh, from_data,
+                    from_host, full_on, is_scalar, kernel, make, mixed_devices, out_of_memory,
+                    own_kernel, ready_device, scalar_for, tensor_arg, zeros_on)
 
-_new = object.__new__
 _bool = D.bool_
-_int64 = D.int64
-
-_CSTRIDES: dict[tuple[int, ...], tuple[int, ...]] = {}
-
-
-def cstrides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    s = _CSTRIDES.get(shape)
-    if s is None:
-        if len(_CSTRIDES) > 4096:
-            _CSTRIDES.clear()
-        s = _CSTRIDES[shape] = contiguous_strides(shape)
-    return s
-
-
-# -- making tensors ------------------------------------------------------------
-
-
-def make(storage: Storage, shape: tuple[int, ...], strides: tuple[int, ...], offset: int,
-         dtype: DType, dev: Device, h: Any = None) -> Tensor:
-    t = _new(Tensor)
-    t._storage = storage
-    t._shape = shape
-    t._strides = strides
-    t._offset = offset
-    t._dtype = dtype
-    t._device = dev
-    t._h = h
-    t._ag = None
-    t._base = None
-    return t
-
-
-def ready_device(dev: Any) -> Device:
-    if dev is None:
-        dev = get_default_device()
-    elif type(dev) is not Device:
-        dev = Device(dev)
-    if not dev._ready:
-        dev._resolve()
-    return dev
-
-
-def check_dtype(dtype: DType, dev: Device) -> None:
-    if dtype not in dev._dtypes:
-        if not dev._ready:
-            dev._resolve()
-            if dtype in dev._dtypes:
-                return
-        raise TypeError(
-            f"dtype {dtype.name} is not supported on device {dev} "
-            f"(it supports: {', '.join(sorted(d.name for d in dev._dtypes))})"
-        )
-
-
-def empty(shape: tuple[int, ...], dtype: DType, dev: Device) -> Tensor:
-    """A new contiguous tensor; ``dev`` must be ready."""
-    if dtype not in dev._dtypes:
-        check_dtype(dtype, dev)
-    try:
-        buf, h = dev.kernels["empty"](shape, dtype, dev.index)
-    except MemoryError as exc:
-        raise out_of_memory(shape, dtype, dev, exc) from None
-    return make(Storage(buf, dev), shape, cstrides(shape), 0, dtype, dev, h)
-
-
-def out_of_memory(shape: tuple[int, ...], dtype: DType, dev: Device,
-                  exc: BaseException) -> Exception:
-    """rtxcore's OutOfMemoryError (a RuntimeError) for a failed allocation."""
-    from ..dispatch.types import OutOfMemoryError
-
-    if isinstance(exc, OutOfMemoryError):
-        return exc
-    n = 1
-    for s in shape:
-        n *= s
-    return OutOfMemoryError(
-        f"{dev}: out of memory: tried to allocate {n * dtype.itemsize} bytes "
-        f"(shape {tuple(shape)}, {dtype.name}): {exc or type(exc).__name__}")
-
-
-def from_host(arr: Any, dev: Device) -> Tensor:
-    """A tensor on ``dev`` from a C-contiguous numpy array of a supported dtype."""
-    dtype = D._BY_NUMPY[arr.dtype]
-    check_dtype(dtype, dev)
-    shape = arr.shape
-    try:
-        buf, h = kernel(dev, "from_host")(arr, dtype, dev.index)
-    except MemoryError as exc:
-        raise out_of_memory(shape, dtype, dev, exc) from None
-    return make(Storage(buf, dev), shape, cstrides(shape), 0, dtype, dev, h)
-
-
-def from_data(data: Any, dtype: DType | None, device: Any) -> Tensor:
-    """A new tensor on ``device`` holding a copy of ``data`` (numbers, nested
-    lists, NumPy arrays, tensors), with rtxcore's dtype rules when ``dtype`` is None."""
-    arr = numpy_from_data(data, dtype)
-    dev = ready_device(device)
-    if not arr.flags.owndata:
-        arr = arr.copy()
-    return from_host(arr, dev)
-
-
-def full_on(shape: tuple[int, ...], value: Any, dtype: DType, dev: Device,
-            strict: bool = False) -> Tensor:
-    """A new tensor of ``shape`` filled with ``value`` (``dev`` must be ready;
-    ``strict``: the value must fit ``dtype``, see ``scalar_for``)."""
-    t = empty(shape, dtype, dev)
-    kernel(dev, "full")(t._h, scalar_for(value, dtype, strict))
-    return t
-
-
-def zeros_on(shape: tuple[int, ...], dtype: DType, dev: Device) -> Tensor:
-    return full_on(shape, 0, dtype, dev)
-
-
-def as_tensor_on(value: Any, dev: Device, dtype: DType) -> Tensor:
-    """``value`` (a number or data) as a tensor of ``dtype`` on ``dev``."""
-    if isinstance(value, (int, float, bool)):
-        return full_on((), value, dtype, dev, strict=True)
-    return from_data(value, dtype, dev)
-
-
-def as_view(base: Tensor, shape: tuple[int, ...], strides: tuple[int, ...],
-            offset: int) -> Tensor:
-    """A tensor sharing ``base``'s storage with a new layout. No data moves.
-    Its ``_base`` is the tensor that owns the memory (in-place writes through a
-    view are recorded on that owner)."""
-    t = make(base._storage, shape, strides, offset, base._dtype, base._device)
-    b = base._base
-    t._base = base if b is None else b
-    return t
-
-
-def kernel(dev: Device, op: str) -> Callable[..., Any]:
-    k = dev.kernels.get(op)
-    if k is None:
-        if not dev._ready:
-            dev._resolve()
-            k = dev.kernels.get(op)
-            if k is not None:
-                return k
-        from ..dispatch import fallback
-
-        return fallback.missing(dev, op)  # the CPU backend's, if allowed; else raises
-    return k
-
-
-def own_kernel(dev: Device, op: str, dtype: Any) -> Callable[..., Any] | None:
-    """The backend's kernel for composite ``op`` on ``dtype`` (a DType, or a
-    function giving it, called only where the backend limits ``op``), or None:
-    then the core decomposes it."""
-    k = dev.kernels.get(op)
-    if k is None or not dev._limits:
-        return k
-    allowed = dev._limits.get(op)
-    if allowed is None:
-        return k
-    return k if (dtype() if callable(dtype) else dtype).name in allowed else None
-
-
-def expand_to(t: Tensor, shape: tuple[int, ...]) -> Any:
-    """Native view of ``t`` broadcast to ``shape`` (stride-0 dims)."""
-    if t._shape == shape:
-        return view_of(t)
-    strides = expand_strides(t._shape, t._strides, shape)
-    return t._device.view(t._storage.buffer, shape, strides, _safe_offset(t._offset, shape), t._dtype)
-
-
-def cast(t: Tensor, dtype: DType) -> Tensor:
-    """``t`` converted to ``dtype`` (``t`` itself when it already has it)."""
-    if t._dtype is dtype:
-        return t
-    out = empty(t._shape, dtype, t._device)
-    kernel(t._device, "cast")(view_of(out), view_of(t))
-    return out
-
-
-def contiguous(t: Tensor) -> Tensor:
-    if t.is_contiguous():
-        return t
-    out = empty(t._shape, t._dtype, t._device)
-    kernel(t._device, "copy")(view_of(out), view_of(t))
-    return out
-
-
-def scalar_for(v: Any, dtype: DType, strict: bool = False) -> Any:
-    """A Python scalar converted to ``dtype`` as a kernel expects it.
-
-    Integers outside int64 raise OverflowError. Inside it, arithmetic operands
-    wrap into narrower dtypes (``int8_tensor + 300`` as in PyTorch); values
-    stored as they are (``fill_``, ``full``: ``strict``) must fit.
-    """
-    k = dtype.kind
-    if k == "f":
-        return float(v)
-    if k == "b":
-        return bool(v)
-    if isinstance(v, float) and v != v:
-        raise RuntimeError(f"cannot convert nan to integer dtype {dtype.name}")
-    iv = int(v)
-    if not -(1 << 63) <= iv < (1 << 63):
-        raise OverflowError(f"Python int {iv} is too big to convert to a tensor element")
-    bits = dtype.itemsize * 8
-    lo, hi = (0, (1 << bits) - 1) if k == "u" else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
-    if lo <= iv <= hi:
-        return iv
-    if strict:
-        raise RuntimeError(f"value {v} cannot be converted to type {dtype.name} without overflow")
-    if k == "u":
-        return iv & ((1 << bits) - 1)
-    half = 1 << (bits - 1)
-    return ((iv + half) & ((1 << bits) - 1)) - half
-
-
-def is_scalar(v: Any) -> bool:
-    return isinstance(v, (int, float, bool)) or _is_np_scalar(v)
-
-
-def _is_np_scalar(v: Any) -> bool:
-    import numpy as np
-
-    return isinstance(v, (np.integer, np.floating, np.bool_))
-
-
-def _operand_tensor(op: str, v: Any, like: Tensor) -> Tensor:
-    """A NumPy array operand as a tensor on ``like``'s device (PyTorch accepts
-    ``tensor + ndarray``); anything else is a TypeError."""
-    import numpy as np
-
-    if not isinstance(v, np.ndarray):
-        raise bad_operand(op, v)
-    return from_data(v, None, like._device)
-
-
-def mixed_devices(op: str, a: Tensor, b: Tensor) -> RuntimeError:
-    return RuntimeError(
-        f"{op}: expected all tensors on the same device, but found tensors on "
-        f"{a._device} and {b._device}; move one with .to({str(a._device)!r})"
-    )
-
-
-def bad_operand(op: str, v: Any) -> TypeError:
-    return TypeError(
-        f"{op}: unsupported operand of type {type(v).__name__}; expected a Tensor "
-        "or a Python number"
-    )
-
-
-def tensor_arg(name: str, x: Any) -> Tensor:
-    """``x``, which ``name`` needs to be a Tensor (else ``bad_operand``'s TypeError)."""
-    if not isinstance(x, Tensor):
-        raise bad_operand(name, x)
-    return x
 
 
 # -- elementwise ------------------------------------------------------------------
@@ -283,28 +33,62 @@ def tensor_arg(name: str, x: Any) -> Tensor:
 SAME, FLOAT, TO_BOOL = 0, 1, 2
 
 
-def unary(op: str, x: Tensor, kind: int = SAME, out: Tensor | None = None) -> Tensor:
-    if not isinstance(x, Tensor):
-        raise bad_operand(op, x)
-    dev = x._device
-    dt = x._dtype
-    if kind == FLOAT and dt.kind != "f":
-        x = cast(x, D.get_default_dtype())
+def unary_op(op: str, kind: int = SAME) -> Callable[[Any], Tensor]:
+    """Unary ``op`` as a function of its operand: a unary primitive's front-end
+    itself (and what ``unary`` runs), the common case (a new result of the
+    tensor's own dtype, or bool) in its body: each layer of calls costs a tiny
+    op a few percent."""
+    to_bool = kind == TO_BOOL
+    to_float = kind == FLOAT
+
+    def run(x: Tensor) -> Tensor:
+        if not isinstance(x, Tensor):
+            raise bad_operand(op, x)
         dt = x._dtype
-    odt = _bool if kind == TO_BOOL else dt
-    k = dev.kernels.get(op) or kernel(dev, op)
-    if out is None:
-        if odt not in dev._dtypes:
-            check_dtype(odt, dev)
+        if to_float and dt.kind != "f":
+            return _unary(op, x, kind, None)
+        dev = x._device
+        k = dev.kernels.get(op) or kernel(dev, op)
+        if to_bool:
+            dt = _bool
+            if dt not in dev._dtypes:
+                check_dtype(dt, dev)
         shape = x._shape
-        try:
-            buf, h = dev.kernels["empty"](shape, odt, dev.index)
-        except MemoryError as exc:
-            raise out_of_memory(shape, odt, dev, exc) from None
+        buf, h = buffer(shape, dt, dev)
         a = x._h
         k(h, view_of(x) if a is None else a)
-        return make(Storage(buf, dev), shape, cstrides(shape), 0, odt, dev, h)
-    return _write_inplace(op, k, out, odt, (view_of(x),), x._shape)
+        return fresh(buf, h, shape, dt, dev)
+
+    run.__name__ = run.__qualname__ = op
+    run.__code__ = run.__code__.replace(co_name=op, co_qualname=op)  # (in tracebacks, profiles)
+    return run
+
+
+_UNARY: dict[tuple[str, int], Callable[[Any], Tensor]] = {}
+_BINARY: dict[tuple[str, int], Callable[[Any, Any], Tensor]] = {}
+
+
+def unary(op: str, x: Tensor, kind: int = SAME, out: Tensor | None = None) -> Tensor:
+    """Unary primitive ``op`` of ``x`` (into ``out``, an in-place op's target)."""
+    if out is None:
+        run = _UNARY.get((op, kind))
+        if run is None:
+            run = _UNARY[(op, kind)] = unary_op(op, kind)
+        return run(x)
+    return _unary(op, x, kind, out)
+
+
+def _unary(op: str, x: Tensor, kind: int, out: Tensor | None) -> Tensor:
+    """``unary``'s other cases: an integer input of a float op (cast first), ``out``."""
+    if not isinstance(x, Tensor):
+        raise bad_operand(op, x)
+    if kind == FLOAT and x._dtype.kind != "f":
+        x = cast(x, D.get_default_dtype())
+    if out is None:
+        return unary(op, x, kind)
+    dev = x._device
+    k = dev.kernels.get(op) or kernel(dev, op)
+    return _write_inplace(op, k, out, _bool if kind == TO_BOOL else x._dtype, (view_of(x),), x._shape)
 
 
 def _write_inplace(op: str, k: Callable[..., Any], out: Tensor, odt: DType,
@@ -375,24 +159,100 @@ def can_cast(src: DType, dst: DType) -> bool:
     return D.category(src) <= D.category(dst)
 
 
+def binary_op(op: str, kind: int = SAME) -> Callable[[Any, Any], Tensor]:
+    """Binary ``op`` as a function of its two operands: a binary primitive's
+    front-end itself (and what ``binary`` runs). Its fast paths -- two tensors of
+    one dtype, non-empty shape and device; a float tensor and a Python number
+    (passed as a float, what ``scalar_for`` gives) -- are written out; anything
+    else (promotion, broadcasting, errors) is ``_binary``'s."""
+    to_bool = kind == TO_BOOL
+    to_float = kind == FLOAT
+
+    def run(x: Any, y: Any) -> Tensor:
+        if not isinstance(x, Tensor):
+            return _binary(op, x, y, kind, None)
+        dt = x._dtype
+        dev = x._device
+        shape = x._shape
+        if isinstance(y, Tensor):
+            if (y._dtype is not dt or y._shape != shape or not shape or y._device is not dev
+                    or (to_float and dt.kind != "f")):
+                return _binary(op, x, y, kind, None)
+            b = y._h
+            if b is None:
+                b = view_of(y)
+        else:
+            ty = type(y)
+            if ty is float:
+                b = y
+            elif ty is int:
+                b = float(y)
+            else:
+                return _binary(op, x, y, kind, None)
+            if dt.kind != "f":
+                return _binary(op, x, y, kind, None)
+        k = dev.kernels.get(op)
+        if k is None:
+            return _binary(op, x, y, kind, None)
+        a = x._h
+        if a is None:
+            a = view_of(x)
+        if to_bool:
+            dt = _bool
+            if dt not in dev._dtypes:
+                check_dtype(dt, dev)
+        buf, h = buffer(shape, dt, dev)
+        k(h, a, b)
+        return fresh(buf, h, shape, dt, dev)
+
+    run.__name__ = run.__qualname__ = op
+    run.__code__ = run.__code__.replace(co_name=op, co_qualname=op)  # (in tracebacks, profiles)
+    return run
+
+
 def binary(op: str, x: Any, y: Any, kind: int = SAME, out: Tensor | None = None) -> Tensor:
-    """Elementwise ``op`` on two operands, at least one a Tensor.
+    """Elementwise ``op`` on two operands, at least one a Tensor (into ``out``, an
+    in-place op's target).
 
     kind: SAME (result has the promoted dtype), FLOAT (ints promote to the default
     float: true division), TO_BOOL (computed in the promoted dtype, result bool).
     """
+    if out is None:
+        run = _BINARY.get((op, kind))
+        if run is None:
+            run = _BINARY[(op, kind)] = binary_op(op, kind)
+        return run(x, y)
+    if out is x and kind != TO_BOOL:
+        # x.mul_(0.9), x.add_(y) (an optimizer's step): x contiguous, y a Python
+        # number (x float) or a tensor like x on other memory: the kernel straight
+        # into x, what _binary comes to after its checks
+        shape = x._shape
+        dt = x._dtype
+        if x._strides is _CSTRIDES.get(shape):
+            ty = type(y)
+            if ty is float or ty is int:
+                b = float(y) if dt.kind == "f" else None
+            elif (isinstance(y, Tensor) and y._dtype is dt and y._shape == shape
+                  and y._device is x._device and y._storage is not x._storage
+                  and (kind == SAME or dt.kind == "f")):
+                b = y._h
+                if b is None:
+                    b = view_of(y)
+            else:
+                b = None
+            k = x._device.kernels.get(op) if b is not None else None
+            if k is not None:
+                h = view_of(x)
+                k(h, h, b)
+                x._storage.version += 1
+                return x
+    return _binary(op, x, y, kind, out)
+
+
+def _binary(op: str, x: Any, y: Any, kind: int, out: Tensor | None) -> Tensor:
+    """``binary``, every case: promotion, broadcasting, scalars, ``out``."""
     tx, ty = isinstance(x, Tensor), isinstance(y, Tensor)
     if tx and ty:
-        # Fast path (most ops): same device, dtype and non-empty shape, new output.
-        dt, shape = x._dtype, x._shape
-        dev = x._device
-        if (y._dtype is dt and y._shape == shape and shape and out is None
-                and y._device is dev and (kind != FLOAT or dt.kind == "f")):
-            k = dev.kernels.get(op)
-            if k is not None:
-                a, b = x._h, y._h
-                return _fresh(k, dev, shape, _bool if kind == TO_BOOL else dt,
-                              view_of(x) if a is None else a, view_of(y) if b is None else b)
         dev = x._device
         if y._device is not dev:
             raise mixed_devices(op, x, y)
@@ -402,15 +262,6 @@ def binary(op: str, x: Any, y: Any, kind: int = SAME, out: Tensor | None = None)
         xs, ys = x._shape, y._shape
         shape = xs if xs == ys else broadcast_shapes(xs, ys)
     elif tx:
-        ys = type(y)
-        if ys is float and x._dtype.kind == "f" and out is None:
-            # Fast path: float tensor with a Python float (x * 0.5).
-            dev, shape, dt = x._device, x._shape, x._dtype
-            k = dev.kernels.get(op)
-            if k is not None:
-                a = x._h
-                return _fresh(k, dev, shape, _bool if kind == TO_BOOL else dt,
-                              view_of(x) if a is None else a, y)
         if not is_scalar(y):
             return binary(op, x, _operand_tensor(op, y, x), kind, out)
         dev, shape = x._device, x._shape
@@ -439,12 +290,9 @@ def _fresh(k: Callable[..., Any], dev: Device, shape: tuple[int, ...], odt: DTyp
     """Run binary kernel ``k`` into a new contiguous tensor."""
     if odt not in dev._dtypes:
         check_dtype(odt, dev)
-    try:
-        buf, h = dev.kernels["empty"](shape, odt, dev.index)
-    except MemoryError as exc:
-        raise out_of_memory(shape, odt, dev, exc) from None
+    buf, h = buffer(shape, odt, dev)
     k(h, a, b)
-    return make(Storage(buf, dev), shape, cstrides(shape), 0, odt, dev, h)
+    return fresh(buf, h, shape, odt, dev)
 
 
 def where(cond: Tensor, x: Any, y: Any) -> Tensor:
@@ -485,14 +333,18 @@ def reduce(op: str, x: Tensor, axes: tuple[int, ...], keepdim: bool,
     if len(axes) == ndim:  # everything: the common loss.sum() case
         kshape = _ONES[ndim] if ndim < 8 else (1,) * ndim
         dt = x._dtype
-        buf, h = dev.kernels["empty"](kshape, dt, dev.index)
-        (dev.kernels.get(op) or kernel(dev, op))(h, view_of(x), axes)
-        if keepdim:
-            return make(Storage(buf, dev), kshape, cstrides(kshape), 0, dt, dev, h)
-        return make(Storage(buf, dev), (), (), 0, dt, dev)
-    kshape = tuple([1 if i in axes else n for i, n in enumerate(shape)])
+        buf, h = buffer(kshape, dt, dev)
+        a = x._h
+        (dev.kernels.get(op) or kernel(dev, op))(h, view_of(x) if a is None else a, axes)
+        return fresh(buf, h if keepdim else None, kshape if keepdim else (), dt, dev)
+    if len(axes) == 1:
+        a = axes[0]
+        kshape = shape[:a] + (1,) + shape[a + 1:]
+    else:
+        kshape = tuple([1 if i in axes else n for i, n in enumerate(shape)])
     res = empty(kshape, x._dtype, dev)
-    (dev.kernels.get(op) or kernel(dev, op))(res._h, view_of(x), axes)
+    h = x._h
+    (dev.kernels.get(op) or kernel(dev, op))(res._h, view_of(x) if h is None else h, axes)
     return res if keepdim else drop_axes(res, axes)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from .. import dtype as D
 from ..autograd.grad_mode import _state as _grad_state
-from ..autograd.tape import differentiable, inplace
+from ..autograd.tape import differentiable, inplace, quiet
 from ..shape import broadcast_many
 from ..tensor import Tensor
 from .arithmetic import (_SPECS, _all_int, _as_bool, _cast_any, _composite_unary, _float,  # noqa: F401
@@ -32,7 +32,7 @@ from .arithmetic import (_SPECS, _all_int, _as_bool, _cast_any, _composite_unary
 from .comparison import (bitwise_not, eq_operator, isfinite, isinf, isnan, logical_and_bitwise,  # noqa: F401
                          logical_or_bitwise, logical_xor, logical_xor_, logical_xor_bitwise,
                          ne_operator)
-from .core import binary, cast, empty, own_kernel, tensor_arg, view_of, write_result
+from .core import binary, binary_op, cast, empty, own_kernel, tensor_arg, view_of, write_result
 
 
 # -- composites ----------------------------------------------------------------------
@@ -111,13 +111,16 @@ def sigmoid(x: Tensor) -> Tensor:
     return reciprocal(add(exp(neg(_float(x))), 1.0))
 
 
-@differentiable("relu")
+_maximum = binary_op("maximum")
+
+
+@differentiable("relu", composite=False)
 def relu(x: Tensor) -> Tensor:
     if x._dtype is D.bool_:
-        return x.clone()
+        return quiet(x.clone)
     if x._dtype.kind == "f":
-        return binary("maximum", x, 0.0)  # the float-scalar fast path: one kernel call
-    return binary("maximum", x, zeros_scalar_like(x))
+        return _maximum(x, 0.0)  # the float-scalar fast path: one kernel call
+    return _maximum(x, zeros_scalar_like(x))
 
 
 @differentiable("erf")
@@ -149,7 +152,7 @@ def erf(x: Tensor) -> Tensor:
     return _where(lt(abs(x), split), series, tail)
 
 
-@differentiable("gelu")
+@differentiable("gelu", composite=False)
 def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     """x * Phi(x), or the tanh approximation; recorded as one node (its rule is
     ``gelu_backward``), one kernel where the backend has ``gelu``."""
@@ -161,6 +164,11 @@ def gelu(x: Tensor, approximate: str = "none") -> Tensor:
         out = empty(x._shape, x._dtype, x._device)
         k(out._h, view_of(x), approximate)
         return out
+    return quiet(_gelu, x, approximate)
+
+
+def _gelu(x: Tensor, approximate: str) -> Tensor:
+    """gelu from primitives (a backend without its kernel)."""
     if approximate == "tanh":
         inner = mul(add(x, mul(mul(mul(x, x), x), 0.044715)), math.sqrt(2.0 / math.pi))
         return mul(mul(x, 0.5), add(tanh(inner), 1.0))

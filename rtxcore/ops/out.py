@@ -24,7 +24,7 @@ import warnings
 from typing import Any, Callable
 
 from ..autograd.grad_mode import _state
-from ..autograd.tape import parameters
+from ..autograd.tape import FRONTENDS, _exact_wrapper, parameters
 from ..tensor import Tensor
 from .core import can_cast, empty, mixed_devices, write_result
 
@@ -120,6 +120,10 @@ def with_out(fn: Callable[..., Any], name: str | None = None, factory: bool = Fa
             fill += "    if dtype is None:\n        dtype = out.dtype\n"
         if "device" in kwonly:
             fill += "    if device is None:\n        device = out.device\n"
+    if getattr(fn, "_rtx_inputs", None) is not None:
+        # a recording front-end: one generated function does both (no call to
+        # the front-end, then to its body, for every rc.add(x, y))
+        return _recording_with_out(fn, name, fill, call, inputs)
     body = (f"def _op({', '.join(params)}):\n"
             f"    if out is None:\n"
             f"        return fn({call})\n"
@@ -137,6 +141,27 @@ def with_out(fn: Callable[..., Any], name: str | None = None, factory: bool = Fa
     del op.__wrapped__  # its own signature (with out=) is the true one
     op.__defaults__ = src.__defaults__
     op.__kwdefaults__ = {**(src.__kwdefaults__ or {}), "out": None}
+    return op
+
+
+def _recording_with_out(fn: Callable[..., Any], name: str, fill: str, call: str,
+                        inputs: str) -> Callable[..., Any]:
+    """``with_out`` of a front-end made by ``@differentiable`` for one or two
+    inputs: its own generated wrapper with ``out`` added (the out= path calls the
+    front-end ``fn`` as ``with_out``'s wrapper does). Listed with the front-ends,
+    so that the profiler swaps its body too."""
+    raw = fn.raw  # type: ignore[attr-defined]
+    branch = ("    if out is not None:\n"
+              f"        check(oname, out, {inputs})\n"
+              + "".join("    " + ln + "\n" for ln in fill.splitlines())
+              + f"        return write(oname, out, op({call}))\n")
+    op = _exact_wrapper(fn._rtx_name, raw, fn._rtx_inputs, branch,  # type: ignore[attr-defined]
+                        {"op": fn, "oname": name, "check": check, "write": write},
+                        fn._rtx_composite)  # type: ignore[attr-defined]
+    functools.update_wrapper(op, fn)
+    del op.__wrapped__  # its own signature (with out=) is the true one
+    op.raw = raw  # type: ignore[attr-defined]
+    FRONTENDS.append(op)
     return op
 
 

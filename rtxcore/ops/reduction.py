@@ -13,7 +13,7 @@ from ..shape import normalize_dim, normalize_dims, prod
 from ..tensor import Tensor
 from . import elementwise as E
 from .core import as_view, cast, contiguous, drop_axes, empty, kernel, own_kernel, reduce, view_of
-from ..autograd.tape import differentiable
+from ..autograd.tape import differentiable, quiet
 from .._autocast import autocast_inputs, regions as _autocast_regions
 
 max_result = namedtuple("max", ["values", "indices"])
@@ -21,7 +21,10 @@ min_result = namedtuple("min", ["values", "indices"])
 
 
 def _axes(x: Tensor, dim: Any) -> tuple[int, ...]:
-    return normalize_dims(dim, x.ndim)
+    return normalize_dims(dim, len(x._shape))
+
+
+_ALL = [tuple(range(n)) for n in range(9)]  # dim=None's axes, by ndim
 
 
 def _sum_dtype(x: Tensor, dtype: Any) -> D.DType:
@@ -30,17 +33,20 @@ def _sum_dtype(x: Tensor, dtype: Any) -> D.DType:
     return D.int64 if x._dtype.kind in "biu" else x._dtype
 
 
-@differentiable("sum")
+@differentiable("sum", composite=False)
 def sum(x: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:  # noqa: A001
     if _autocast_regions[0]:  # autocast: computed in float32
-        x, = autocast_inputs("sum", x)
+        x, = quiet(autocast_inputs, "sum", x)
+    if dtype is None and x._dtype.kind == "f":  # x.sum(), x.sum(0): the common cases
+        n = len(x._shape)
+        return reduce("sum", x, _ALL[n] if dim is None and n < 9 else normalize_dims(dim, n), keepdim)
     return reduce("sum", x, _axes(x, dim), keepdim, _sum_dtype(x, dtype))
 
 
-@differentiable("prod")
+@differentiable("prod", composite=False)
 def prod_(x: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
     if _autocast_regions[0]:  # autocast: computed in float32
-        x, = autocast_inputs("prod", x)
+        x, = quiet(autocast_inputs, "prod", x)
     if dim is not None and not isinstance(dim, int):
         raise TypeError("prod(): dim must be an int (or None)")
     return reduce("prod", x, _axes(x, dim), keepdim, _sum_dtype(x, dtype))
@@ -85,14 +91,14 @@ def _nonempty(op: str, x: Tensor, axes: tuple[int, ...], whole: bool) -> None:
             )
 
 
-@differentiable("amax")
+@differentiable("amax", composite=False)
 def amax(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
     axes = _axes(x, dim)
     _nonempty("amax", x, axes, dim is None)
     return reduce("max", x, axes, keepdim)
 
 
-@differentiable("amin")
+@differentiable("amin", composite=False)
 def amin(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
     axes = _axes(x, dim)
     _nonempty("amin", x, axes, dim is None)
