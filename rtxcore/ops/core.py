@@ -324,28 +324,29 @@ def where(cond: Tensor, x: Any, y: Any) -> Tensor:
 
 def reduce(op: str, x: Tensor, axes: tuple[int, ...], keepdim: bool,
            dtype: DType | None = None) -> Tensor:
-    """Reduce ``x`` over ``axes`` (sorted, non-negative) with primitive ``op``."""
+    """Reduce ``x`` over ``axes`` (sorted, non-negative) with primitive ``op``.
+    The kernel writes a keepdim-shaped result; without keepdim the result is a
+    new tensor of the remaining dims on the same buffer (the same layout)."""
     if dtype is not None and dtype is not x._dtype:
         x = cast(x, dtype)
     shape = x._shape
     ndim = len(shape)
-    dev = x._device
     if len(axes) == ndim:  # everything: the common loss.sum() case
         kshape = _ONES[ndim] if ndim < 8 else (1,) * ndim
-        dt = x._dtype
-        buf, h = buffer(kshape, dt, dev)
-        a = x._h
-        (dev.kernels.get(op) or kernel(dev, op))(h, view_of(x) if a is None else a, axes)
-        return fresh(buf, h if keepdim else None, kshape if keepdim else (), dt, dev)
-    if len(axes) == 1:
+        rshape: tuple[int, ...] = ()
+    elif len(axes) == 1:
         a = axes[0]
         kshape = shape[:a] + (1,) + shape[a + 1:]
+        rshape = shape[:a] + shape[a + 1:]
     else:
         kshape = tuple([1 if i in axes else n for i, n in enumerate(shape)])
-    res = empty(kshape, x._dtype, dev)
-    h = x._h
-    (dev.kernels.get(op) or kernel(dev, op))(res._h, view_of(x) if h is None else h, axes)
-    return res if keepdim else drop_axes(res, axes)
+        rshape = tuple([n for i, n in enumerate(shape) if i not in axes])
+    dev = x._device
+    dt = x._dtype
+    buf, h = buffer(kshape, dt, dev)
+    a = x._h
+    (dev.kernels.get(op) or kernel(dev, op))(h, view_of(x) if a is None else a, axes)
+    return fresh(buf, h, kshape, dt, dev) if keepdim else fresh(buf, None, rshape, dt, dev)
 
 
 _ONES = [(1,) * n for n in range(8)]
