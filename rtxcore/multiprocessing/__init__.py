@@ -104,10 +104,10 @@ class ProcessContext:
         running = [p for p in self.processes if p.exitcode is None]
         if running:
             _connection.wait([p.sentinel for p in running], timeout=timeout)
-        failed = next((i for i, p in enumerate(self.processes)
-                       if p.exitcode not in (None, 0)), None)
+        codes = [p.exitcode for p in self.processes]  # read once: one consistent view
+        failed = next((i for i, c in enumerate(codes) if c not in (None, 0)), None)
         if failed is None:
-            if any(p.exitcode is None for p in self.processes):
+            if any(c is None for c in codes):
                 return False
             for p in self.processes:
                 p.join()
