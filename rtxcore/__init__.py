@@ -78,6 +78,8 @@ from .ops.views import atleast_1d, atleast_2d, atleast_3d, broadcast_tensors, se
 from .ops.joining import column_stack, dstack
 from .ops.norms import cdist, cosine_similarity, dist, pairwise_distance
 from .ops.sampling import bernoulli, multinomial, normal
+from .ops.predicates import (is_complex, is_conj, is_inference, is_neg, is_nonzero, is_same_size,
+                             is_signed)
 from . import _settings
 
 globals().update({_n: getattr(_settings, _n) for _n in _settings.NAMES})  # finfo, iinfo, ...
@@ -106,11 +108,11 @@ def __getattr__(name: str) -> Any:
         return importlib.import_module(f"{__name__}.jit").compile
     if name in ("autocast", "is_autocast_enabled", "get_autocast_dtype"):
         return getattr(importlib.import_module(f"{__name__}.amp"), name)
-    from ._unbuilt import UNBUILT, refuse_attribute
+    from ._unbuilt import UNBUILT, missing_attribute, refuse_attribute
 
     if name in UNBUILT:
         raise refuse_attribute(__name__, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    raise missing_attribute(__name__, name)
 
 
 def register_backend(plugin: Any, name: str | None = None) -> str:

@@ -110,6 +110,14 @@ class Tensor:
     def is_cpu(self) -> bool:
         return self._device.type == "cpu"
 
+    def __getattr__(self, name: str) -> Any:
+        # reached only when ordinary lookup fails: a PyTorch method rtxcore leaves
+        # out on purpose says why (rtxcore/_unbuilt.py), any other name is the
+        # usual AttributeError
+        from ._unbuilt import missing_attribute
+
+        raise missing_attribute("Tensor", name, self)
+
     def __len__(self) -> int:
         if not self._shape:
             raise TypeError("len() of a 0-d tensor")
@@ -162,12 +170,16 @@ class Tensor:
     __str__ = __repr__
 
     def __format__(self, spec: str) -> str:
-        if not self._shape and spec:
+        # as PyTorch's: a 0-d tensor formats its number (f"{loss}" is "0.25", and
+        # f"{loss:.3f}" works); others print as str() and take no format spec
+        if not self._shape:
             return format(self.item(), spec)
+        if spec:
+            raise TypeError("unsupported format string passed to Tensor.__format__")
         return repr(self)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
-        arr = self.numpy() if self._device.type == "cpu" else self.cpu().numpy()
+        arr = self.numpy()  # on cpu a view, elsewhere a host copy (no cpu backend needed)
         if dtype is not None:
             arr = arr.astype(dtype, copy=False)
         return arr
@@ -196,7 +208,7 @@ class Tensor:
         from .ops.creation import _rebuild
 
         d = self.detach()
-        return (_rebuild, (d.numpy() if self.is_cpu else d.cpu().numpy(), str(self._device),
+        return (_rebuild, (d.numpy(), str(self._device),
                            self.requires_grad))
 
     def __deepcopy__(self, memo: dict[int, Any]) -> "Tensor":
@@ -298,6 +310,12 @@ from .ops import tensor_methods as _mo  # noqa: E402
 for _name in _mo.METHODS:
     setattr(T, _name, getattr(_mo, _name))
 T.is_cuda = property(_mo.is_cuda)
+from .ops import predicates as _p  # noqa: E402
+
+for _name, _prop in _p.PROPERTIES.items():
+    setattr(T, _name, _prop)
+for _name in _p.METHODS:
+    setattr(T, _name, getattr(_p, _name))
 T.where = _e.where_method
 T.contiguous = _v.contiguous_method
 T.prod = _r.prod_
@@ -317,4 +335,4 @@ for _name in _ag.PROPERTIES:
     setattr(T, _name, getattr(_ag, _name))
 for _name in _ag.METHODS:
     setattr(T, _name, getattr(_ag, _name))
-del T, _name, _dt
+del T, _name, _dt, _prop

@@ -46,3 +46,10 @@ __all__ += ["utils", "Conv1d", "ConvTranspose1d", "ConvTranspose2d", "LeakyReLU"
 __all__ += ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell",
             "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder",
             "TransformerDecoderLayer", "TransformerDecoder", "Transformer"]
+
+
+def __getattr__(name: str) -> object:
+    # a PyTorch name left out on purpose says why (rtxcore/_unbuilt.py)
+    from rtxcore._unbuilt import missing_attribute
+
+    raise missing_attribute(__name__, name)

@@ -142,7 +142,9 @@ class Module:
             r = d.get(reg)
             if r is not None and name in r:
                 return r[name]
-        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+        from .._unbuilt import missing_attribute
+
+        raise missing_attribute("Module", name, self)
 
     def __delattr__(self, name: str) -> None:
         d = self.__dict__

@@ -22,3 +22,10 @@ from .sgd import SGD
 
 __all__ = ["LBFGS", "SGD", "Adadelta", "Adagrad", "Adam", "AdamW", "Adamax", "NAdam", "Optimizer",
            "RMSprop", "lr_scheduler"]
+
+
+def __getattr__(name: str) -> object:
+    # a PyTorch name left out on purpose says why (rtxcore/_unbuilt.py)
+    from rtxcore._unbuilt import missing_attribute
+
+    raise missing_attribute(__name__, name)

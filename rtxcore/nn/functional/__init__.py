@@ -69,3 +69,10 @@ __all__ = [
     "max_pool1d", "avg_pool1d", "leaky_relu_", "elu_", "hardtanh_", "threshold_", "celu_", "selu_",
     "cosine_similarity", "pairwise_distance",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # a PyTorch name left out on purpose says why (rtxcore/_unbuilt.py)
+    from rtxcore._unbuilt import missing_attribute
+
+    raise missing_attribute(__name__, name)

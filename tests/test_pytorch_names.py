@@ -1,0 +1,226 @@
+"""The names PyTorch scripts reach for: the Tensor ``is_*`` predicates,
+``Tensor.__format__``, and the out-of-scope names, which raise the clear
+``UnbuiltAttributeError`` wherever PyTorch has them (rtxcore/_unbuilt.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rtxcore as rc
+import rtxcore.nn as nn
+from rtxcore._unbuilt import OUT_OF_SCOPE, REASONS, UnbuiltAttributeError
+from rtxcore.ops.predicates import METHODS, NEVER
+
+try:
+    import torch
+except ImportError:  # the reference is optional; the checks without it still run
+    torch = None
+
+needs_torch = pytest.mark.skipif(torch is None, reason="PyTorch (the optional reference) "
+                                                       "is not installed")
+
+DTYPES = ["bool", "uint8", "int8", "int32", "int64", "float16", "float32", "float64"]
+
+
+def _both(dtype: str, values: list) -> tuple:
+    return rc.tensor(values, dtype=getattr(rc, dtype)), torch.tensor(values, dtype=getattr(torch, dtype))
+
+
+@pytest.mark.parametrize("name", NEVER)
+def test_never_predicates_are_false_properties(device, name):
+    x = rc.ones(3, device=device)
+    assert getattr(x, name) is False
+    assert isinstance(getattr(rc.Tensor, name), property)
+
+
+def test_device_predicates_follow_the_device(device):
+    x = rc.ones(2, device=device)
+    assert x.is_cpu == (x.device.type == "cpu")
+    assert x.is_cuda == (x.device.type == "cuda")
+
+
+@needs_torch
+@pytest.mark.parametrize("name", [n for n in NEVER + ("is_cpu", "is_cuda")
+                                  if torch is None or hasattr(torch.Tensor, n)])
+def test_property_predicates_agree_with_torch_on_cpu(name):
+    assert getattr(rc.ones(2), name) == getattr(torch.ones(2), name)
+
+
+@needs_torch
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_method_predicates_agree_with_torch(dtype):
+    r, t = _both(dtype, [1, 0, 1])
+    for name in ("is_complex", "is_conj", "is_neg", "is_inference", "is_signed",
+                 "is_floating_point", "is_distributed"):
+        assert getattr(r, name)() == getattr(t, name)(), name
+    for name in ("is_complex", "is_conj", "is_neg", "is_inference", "is_signed"):
+        assert getattr(rc, name)(r) == getattr(torch, name)(t), name
+
+
+@needs_torch
+@pytest.mark.parametrize("values", [[0.0], [2.5], [[True]], [0], 3.0, 0])
+def test_is_nonzero_agrees_with_torch(values):
+    assert rc.tensor(values).is_nonzero() == torch.tensor(values).is_nonzero()
+    assert rc.is_nonzero(rc.tensor(values)) == torch.is_nonzero(torch.tensor(values))
+
+
+@pytest.mark.parametrize("shape", [(0,), (2,), (2, 1)])
+def test_is_nonzero_refuses_anything_but_one_element(shape):
+    with pytest.raises(RuntimeError, match="ambiguous"):
+        rc.zeros(shape).is_nonzero()
+
+
+def test_is_signed_by_dtype():
+    signed = {name: getattr(rc, name).is_signed for name in DTYPES}
+    assert signed == {"bool": False, "uint8": False, "int8": True, "int32": True,
+                      "int64": True, "float16": True, "float32": True, "float64": True}
+    for name, want in signed.items():
+        assert rc.zeros(1, dtype=getattr(rc, name)).is_signed() is want
+
+
+def test_is_same_size_and_is_set_to(device):
+    x = rc.arange(6.0, device=device).reshape(2, 3)
+    assert x.is_same_size(rc.zeros(2, 3, device=device))
+    assert not x.is_same_size(rc.zeros(3, 2, device=device))
+    assert rc.is_same_size(x, x.clone())
+    assert x.is_set_to(x) and x.is_set_to(x.view(2, 3)) and x.is_set_to(x[:])
+    assert not x.is_set_to(x.clone())          # same values, other memory
+    assert not x.is_set_to(x.t())              # same memory, other strides
+    assert not x.is_set_to(x.view(6))          # other shape
+    assert not x[1:].is_set_to(x[:1])          # other offset
+
+
+@needs_torch
+def test_is_set_to_agrees_with_torch():
+    r, t = rc.arange(6.0).reshape(2, 3), torch.arange(6.0).reshape(2, 3)
+    for f in (lambda a: a, lambda a: a.view(2, 3), lambda a: a.t(), lambda a: a.view(6),
+              lambda a: a.clone(), lambda a: a[:]):
+        assert r.is_set_to(f(r)) == t.is_set_to(f(t))
+
+
+def test_is_coalesced_is_refused_for_dense_tensors_as_in_pytorch():
+    with pytest.raises(RuntimeError, match="sparse coordinate tensor layout"):
+        rc.zeros(2).is_coalesced()
+
+
+@needs_torch
+def test_every_pytorch_tensor_predicate_exists():
+    missing = [n for n in dir(torch.Tensor) if n.startswith("is_") and not hasattr(rc.Tensor, n)]
+    assert missing == []
+
+
+def test_predicate_methods_are_bound(device):
+    x = rc.ones(1, device=device)
+    for name in METHODS:
+        assert callable(getattr(x, name)), name
+
+
+# -- __format__ ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value,dtype", [(90.0, "float32"), (0.1, "float32"), (0.1, "float64"),
+                                         (3, "int64"), (True, "bool"), (-2.5, "float16")])
+@pytest.mark.parametrize("spec", ["", ".2f", ">10", "e", ".3g"])
+def test_format_of_a_0d_tensor_formats_its_number(device, value, dtype, spec):
+    x = rc.tensor(value, dtype=getattr(rc, dtype), device=device)
+    if dtype == "bool" and spec in ("e", ".2f", ".3g"):
+        want = format(bool(value), spec)       # Python formats True as the number 1
+    else:
+        want = format(x.item(), spec)
+    assert format(x, spec) == want
+    assert f"{x}" == format(x.item(), "")
+
+
+@needs_torch
+@pytest.mark.parametrize("value,dtype", [(90.0, "float32"), (0.1, "float32"), (7, "int64"),
+                                         (False, "bool")])
+@pytest.mark.parametrize("spec", ["", ".2f", "^12", ".1e"])
+def test_format_agrees_with_torch(value, dtype, spec):
+    r = rc.tensor(value, dtype=getattr(rc, dtype))
+    t = torch.tensor(value, dtype=getattr(torch, dtype))
+    assert format(r, spec) == format(t, spec)
+    g = rc.tensor(1.5, requires_grad=True)
+    assert f"{g:.3f}" == f"{torch.tensor(1.5, requires_grad=True):.3f}" == "1.500"
+
+
+def test_format_of_other_tensors(device):
+    x = rc.tensor([1.0, 2.0], device=device)
+    assert f"{x}" == str(x) == repr(x)
+    with pytest.raises(TypeError, match="unsupported format string passed to Tensor.__format__"):
+        format(x, ".2f")
+
+
+# -- out-of-scope names -------------------------------------------------------------
+
+
+def _owner(owner: str):
+    import importlib
+
+    if owner == "Tensor":
+        return rc.ones(2)
+    if owner == "Module":
+        return nn.Linear(2, 2)
+    return importlib.import_module(owner)
+
+
+@pytest.mark.parametrize("owner,name", [(o, n) for o, names in OUT_OF_SCOPE.items()
+                                        for n in names])
+def test_every_out_of_scope_name_raises_the_clear_error(owner, name):
+    obj = _owner(owner)
+    with pytest.raises(UnbuiltAttributeError) as info:
+        getattr(obj, name)
+    msg = str(info.value)
+    assert f".{name} is out of scope for rtxcore: " in msg
+    assert REASONS[OUT_OF_SCOPE[owner][name]] in msg
+    assert info.value.name == name
+    assert isinstance(info.value, AttributeError)
+    assert not hasattr(obj, name)  # hasattr() still answers False
+
+
+def test_out_of_scope_names_are_not_also_provided():
+    """A name is either there or refused: the table must not shadow a real name."""
+    for owner, names in OUT_OF_SCOPE.items():
+        obj = _owner(owner)
+        cls = type(obj)
+        for name in names:
+            provided = name in dir(cls) if owner in ("Tensor", "Module") else name in vars(obj)
+            assert not provided, f"{owner}.{name} exists and is listed as out of scope"
+
+
+@pytest.mark.parametrize("owner", ["rtxcore", "rtxcore.nn", "rtxcore.nn.functional",
+                                   "rtxcore.optim", "Tensor", "Module"])
+def test_unknown_names_keep_the_plain_error_and_its_hint(owner):
+    obj = _owner(owner)
+    with pytest.raises(AttributeError) as info:
+        getattr(obj, "no_such_name_here")
+    assert not isinstance(info.value, UnbuiltAttributeError)
+    assert "has no attribute 'no_such_name_here'" in str(info.value)
+    assert info.value.name == "no_such_name_here"
+
+
+@pytest.mark.parametrize("expr,hint", [("rc.ones(1).is_cud", "'is_cuda'"),
+                                        ("nn.Linear(2, 2).wieght", "'weight'"),
+                                        ("rc.zeross", "'zeros'"),
+                                        ("nn.Linaer", "'Linear'")])
+def test_a_typo_still_gets_pythons_suggestion(expr, hint):
+    import subprocess
+    import sys
+
+    code = f"import rtxcore as rc, rtxcore.nn as nn\n{expr}\n"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 1
+    assert f"Did you mean: {hint}?" in r.stderr.splitlines()[-1]
+
+
+def test_module_attributes_still_resolve_first():
+    m = nn.Linear(2, 2)
+    assert m.weight.shape == (2, 2)
+    m.register_buffer("values", rc.zeros(1))   # a name the Tensor table refuses: fine here
+    assert m.values.shape == (1,)
+
+
+def test_numpy_arrays_of_tensors_are_unaffected():
+    """NumPy probes attributes (``__array_interface__`` ...) through getattr."""
+    a = np.asarray(rc.arange(3.0))
+    assert a.tolist() == [0.0, 1.0, 2.0]
