@@ -98,12 +98,33 @@ def render(kernels: bool = False) -> str:
     if registry.problems:
         lines += ["", "plugin problems:"]
         lines += [f"  {p.plugin}: {p.what}" for p in registry.problems]
-    if not rows:
-        import sys
-
-        lines += [f"(no backends installed for {sys.executable}: pip install rtx-cpu, or "
-                  "run this with the Python of the environment that has them)"]
+    if not any("failed" not in r for r in rows):
+        lines += ["", NO_BACKEND_HINT.format(python=sys.executable)]
+    else:
+        lines += ["", default_device_line()]
     return "\n".join(lines)
+
+
+NO_BACKEND_HINT = (
+    "no backend is installed for {python}: rtxcore needs at least one to run anything.\n"
+    "Install one (any one is enough), from a checkout of the repository:\n"
+    "    pip install ./backends/rtx_cpu                  # cpu, on NumPy\n"
+    "    pip install './backends/rtx_opencl[pocl]'       # opencl (PoCL runs it on CPUs)\n"
+    "    pip install './backends/rtx_cuda[cuda13]'       # cuda (CUDA 12 drivers: [cuda12])\n"
+    "or, once published: pip install 'rtxcore[cpu]' (or [opencl], [cuda13]).\n"
+    "Or run this with the Python of the environment that has them."
+)
+
+
+def default_device_line() -> str:
+    """``default device: opencl:0 (the cpu backend is not installed; ...)``."""
+    from .device import default_device_reason
+
+    try:
+        dev, why = default_device_reason()
+    except RuntimeError as exc:  # e.g. RTX_DEVICE names a device that doesn't exist
+        return f"default device: none ({exc})"
+    return f"default device: {dev} ({why})"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         print(render(kernels=args.kernels), flush=True)
+        if not any("failed" not in r for r in collect()):
+            return 1  # nothing can run: a script checking `rtx info` must see it
     except BrokenPipeError:
         # the reader went away (``rtx info | head``): stop quietly, as other
         # command-line tools do; stdout goes to devnull so the interpreter's

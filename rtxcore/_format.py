@@ -144,7 +144,7 @@ def _tensor_str(arr: np.ndarray, indent: int, summarize: bool, fmt: _Formatter) 
 def format_tensor(t: Any) -> str:
     from . import dtype as D
 
-    arr = t.detach().cpu().numpy()
+    arr = t.detach().numpy()  # the owning backend's to_host: no cpu backend needed
     prefix = "tensor("
     if arr.size == 0:
         body = "[]"

@@ -207,9 +207,15 @@ def _local_stack() -> list[Device]:
     return st
 
 
+_default_reason: list[str] = [""]
+
+
 def set_default_device(dev: Any) -> None:
-    """Where factories (``zeros``, ``tensor``, ...) put tensors when no ``device=`` is given."""
+    """Where factories (``zeros``, ``tensor``, ...) put tensors when no ``device=`` is
+    given. ``None`` goes back to the choice from what is installed (see
+    ``default_device_reason``)."""
     _global_default[0] = None if dev is None else Device(dev)
+    _default_reason[0] = "" if dev is None else "set by rtxcore.set_default_device"
 
 
 def get_default_device() -> Device:
@@ -218,6 +224,71 @@ def get_default_device() -> Device:
         return st[-1]
     d = _global_default[0]
     if d is None:
-        d = Device(os.environ.get("RTX_DEVICE") or "cpu")
+        spec, why = _choose_default()
+        d = Device(spec)
         _global_default[0] = d
+        _default_reason[0] = why
     return d
+
+
+def default_device_reason() -> tuple[Device, str]:
+    """The default device (outside any ``with rtxcore.device(...)``) and why it is
+    the one: ``RTX_DEVICE``, ``set_default_device``, or what is installed."""
+    st = getattr(_tls, "stack", None)
+    if st:
+        return st[-1], "chosen by an enclosing `with rtxcore.device(...)`"
+    d = get_default_device()
+    return d, _default_reason[0]
+
+
+def _choose_default() -> tuple[str, str]:
+    """The default device when none was set: ``RTX_DEVICE``; else cpu when its
+    backend is installed; else the accelerator (``rtxcore.accelerator``); else the
+    first available backend with every primitive (cuda first, then by name); else
+    the first installed backend (its first use says why it can't run); else cpu,
+    whose first use says how to install a backend."""
+    env = os.environ.get("RTX_DEVICE")
+    if env:
+        return env, f"set by RTX_DEVICE={env!r}"
+    registry.ensure_loaded()
+    if "cpu" in registry.backends:
+        return "cpu", "the cpu backend is installed"
+    no_cpu = ("the cpu backend is disabled by RTX_DISABLE_BACKENDS" if "cpu" in registry.blocked
+              else "the cpu backend failed to load" if "cpu" in registry.failed
+              else "the cpu backend is not installed")
+    from .accelerator import _accelerator_type, _first_accelerator
+
+    names = sorted(registry.backends, key=lambda n: (n != "cuda", n))
+    if not names:
+        return "cpu", "no backend is installed"
+    acc = _accelerator_type()
+    if acc is not None:
+        i = _first_accelerator(acc)
+        return f"{acc}:{i}", f"{no_cpu}; {acc} is the first available accelerator"
+    for name in names:
+        if _usable_any(name):
+            return f"{name}:0", f"{no_cpu}; {name} is the first available backend"
+    return f"{names[0]}:0", (f"{no_cpu}, and no installed backend ({', '.join(names)}) can "
+                             "run every op here")
+
+
+def _usable_any(name: str) -> bool:
+    """Whether backend ``name`` is available, has a device and every primitive."""
+    entry = registry.backends.get(name)
+    if entry is None:
+        return False
+    try:
+        return bool(entry.backend.is_available() and entry.backend.device_count() > 0
+                    and all(op in entry.kernels for op in _ops.PRIMITIVES))
+    except Exception:
+        return False
+
+
+def host_device() -> Device:
+    """Where host-side work (``from_numpy``, data loading's shuffles, checkpoints
+    saved on cpu) puts tensors: cpu when its backend is installed, else the
+    default device, so that any one backend is a working install."""
+    registry.ensure_loaded()
+    if "cpu" in registry.backends:
+        return Device("cpu")
+    return get_default_device()

@@ -321,7 +321,7 @@ def test_disable_backends_env_blocks_plugins():
     r = run_py("""
         import rtxcore as rc
         try:
-            rc.zeros(1)
+            rc.zeros(1, device="cpu")
         except RuntimeError as e:
             print("ERR", e)
     """, env={"RTX_DISABLE_BACKENDS": "cpu, other"})

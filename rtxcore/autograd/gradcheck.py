@@ -30,7 +30,7 @@ def _flat_values(outs: Sequence[Any]) -> list[float]:
     vals: list[float] = []
     for o in outs:
         if isinstance(o, Tensor) and o._dtype.kind == "f":
-            vals.extend(float(v) for v in o.detach().cpu().numpy().reshape(-1))
+            vals.extend(float(v) for v in o.detach().numpy().reshape(-1))
     return vals
 
 
@@ -89,7 +89,7 @@ def _analytical(fn: Callable[..., Any], inputs: tuple[Any, ...]) -> tuple[list[l
                         f"gradient for an input of shape {tuple(x._shape)} {x._dtype.name} on "
                         f"{x._device} came back as shape {tuple(g._shape)} {g._dtype.name} on {g._device}"
                     )
-                row.append([float(v) for v in g.detach().cpu().numpy().reshape(-1)])
+                row.append([float(v) for v in g.detach().numpy().reshape(-1)])
             rows.append(row)
     # to J[i][j][k]
     jac: list[list[list[float]]] = []

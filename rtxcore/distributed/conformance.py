@@ -34,7 +34,7 @@ def data(rank: int, shape: tuple[int, ...], dtype: str, salt: int = 0) -> np.nda
 
 
 def close(got: rc.Tensor, want: np.ndarray, what: str) -> None:
-    g = got.cpu().numpy()
+    g = got.detach().numpy()
     assert g.dtype == want.dtype, (what, g.dtype, want.dtype)
     if want.dtype.kind == "f":
         tol = 2e-2 if want.dtype == np.float16 else 1e-5

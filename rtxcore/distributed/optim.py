@@ -129,7 +129,7 @@ class ZeroRedundancyOptimizer:
         local = self._local_index()
         back = {k: g for g, k in local.items()}
         sd = self.optim.state_dict() if self.optim is not None else {"state": {}, "param_groups": []}
-        state = {back[k]: {name: (v.detach().cpu().numpy() if hasattr(v, "numel") else v)
+        state = {back[k]: {name: (v.detach().numpy() if hasattr(v, "numel") else v)
                            for name, v in st.items()} for k, st in sd["state"].items()}
         groups = [{k: v for k, v in g.items() if k != "params"} for g in sd["param_groups"]]
         every: list[Any] | None = [None] * self._pg.size() \

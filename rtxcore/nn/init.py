@@ -190,7 +190,7 @@ def orthogonal_(tensor: Tensor, gain: float = 1, generator: Any = None) -> Tenso
     with no_grad():
         flat = empty(rows, cols, dtype=tensor.dtype, device=tensor.device)
         flat.normal_(0, 1, generator=generator)
-        a = flat.cpu().numpy().astype(np.float64)
+        a = flat.numpy().astype(np.float64)
         if rows < cols:
             a = a.T
         q, r = np.linalg.qr(a)
@@ -213,7 +213,7 @@ def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01, generator: Any =
         tensor.normal_(0, std, generator=generator)
         if num_zeros:
             # a random permutation of the rows per column: the order of uniform draws
-            order = np.argsort(rand(rows, cols, generator=generator).cpu().numpy(), axis=0)
+            order = np.argsort(rand(rows, cols, generator=generator).numpy(), axis=0)
             keep = np.ones((rows, cols))
             np.put_along_axis(keep, order[:num_zeros], 0.0, axis=0)
             tensor.mul_(_tensor(keep, dtype=tensor.dtype, device=tensor.device))

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from .. import dtype as D
+from ..device import host_device
 from ..shape import prod
 from ..tensor import Storage, Tensor
 from .._tensor_api import empty_in_format, like_format, target_format
@@ -111,7 +112,11 @@ def from_dlpack(ext: Any, *, device: Any = None) -> Tensor:
 
 
 def from_numpy(arr: np.ndarray) -> Tensor:
-    """A cpu tensor sharing ``arr``'s memory (any non-negative strides)."""
+    """A cpu tensor sharing ``arr``'s memory (any non-negative strides).
+
+    Without the cpu backend installed, a tensor on the default device made
+    from ``arr`` as ``as_tensor`` makes it (a copy, unless that device's
+    backend keeps host memory), so that any one backend is a working install."""
     if not isinstance(arr, np.ndarray):
         raise TypeError(f"expected np.ndarray (got {type(arr).__name__})")
     if arr.dtype not in D._BY_NUMPY:
@@ -119,7 +124,7 @@ def from_numpy(arr: np.ndarray) -> Tensor:
             f"can't convert np.ndarray of type {arr.dtype}. The only supported types are: "
             + ", ".join(d.name for d in D.ALL)
         )
-    dev = ready_device("cpu")
+    dev = ready_device(host_device())
     dtype = D._BY_NUMPY[arr.dtype]
     isz = arr.itemsize
     if any(s < 0 for s in arr.strides):
@@ -129,6 +134,8 @@ def from_numpy(arr: np.ndarray) -> Tensor:
         )
     if any(s % isz for s in arr.strides):
         raise ValueError("numpy array strides are not a multiple of the element size; copy it first")
+    if dev.type != "cpu":
+        return as_tensor(arr, device=dev)
     shape = arr.shape
     if arr.flags.c_contiguous:
         base = arr.reshape(-1)
@@ -146,6 +153,8 @@ def _cstrides_for(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def _rebuild(arr: np.ndarray, device: str, requires_grad: bool = False) -> Tensor:
+    if device == "cpu":  # (where no cpu backend is installed: the host device)
+        device = host_device()
     return tensor(arr, device=device, requires_grad=requires_grad)
 
 

@@ -19,7 +19,7 @@ from ..tensor import Tensor
 def numpy_from_data(data: Any, dtype: D.DType | None) -> np.ndarray:
     """A new C-contiguous numpy array holding ``data`` with rtxcore's dtype rules."""
     if isinstance(data, Tensor):
-        arr = data.detach().cpu().numpy()
+        arr = data.detach().numpy()
         return np.array(arr, dtype=(dtype or data._dtype).numpy, copy=True, order="C")
     if isinstance(data, (np.ndarray, np.generic)):
         arr = np.array(data, copy=True, order="C")

@@ -69,6 +69,12 @@ class _Loader:
                 target = got
         else:
             target = ml
+        if target is saved and _norm_loc(saved) == "cpu:0":
+            # saved on cpu, and no map_location says otherwise: where the cpu
+            # backend isn't installed, the host device (the default device)
+            from ..device import host_device
+
+            target = host_device()
         dev = self._device(target, saved, key)
         dt = arr.dtype.name if arr.dtype != np.bool_ else "bool"
         if not dev.supports(dt):

@@ -9,6 +9,8 @@ import math
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
+from ...device import host_device  # cpu, or the default device without the cpu backend
+
 __all__ = ["ChainDataset", "ConcatDataset", "Dataset", "IterableDataset", "Subset",
            "TensorDataset", "random_split"]
 
@@ -175,7 +177,7 @@ def random_split(dataset: Any, lengths: Sequence[Any], generator: Any = None) ->
     if sum(lengths) != n:
         raise ValueError(f"random_split: the lengths {lengths} sum to {sum(lengths)}, but the "
                          f"dataset has {n} samples")
-    perm = rc.randperm(n, generator=generator, device="cpu").tolist()
+    perm = rc.randperm(n, generator=generator, device=host_device()).tolist()
     out, start = [], 0
     for k in lengths:
         out.append(Subset(dataset, perm[start:start + k]))

@@ -12,6 +12,8 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
+from ...device import host_device  # cpu, or the default device without the cpu backend
+
 from .sampler import Sampler
 
 __all__ = ["DistributedSampler"]
@@ -58,7 +60,7 @@ class DistributedSampler(Sampler[int]):
         n = len(self.dataset)
         if self.shuffle:
             g = rc.Generator().manual_seed(self.seed + self.epoch)
-            indices = rc.randperm(n, generator=g, device="cpu").tolist()
+            indices = rc.randperm(n, generator=g, device=host_device()).tolist()
         else:
             indices = list(range(n))
         if not self.drop_last:

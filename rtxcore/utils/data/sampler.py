@@ -18,6 +18,8 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
+from ...device import host_device  # cpu, or the default device without the cpu backend
+
 __all__ = ["BatchSampler", "RandomSampler", "Sampler", "SequentialSampler",
            "SubsetRandomSampler", "WeightedRandomSampler"]
 
@@ -38,7 +40,7 @@ def _private_generator(generator: Any) -> Any:
     rc = _rc()
     if generator is not None:
         return generator
-    seed = int(rc.randint(0, 2 ** 62, (1,), device="cpu").item())
+    seed = int(rc.randint(0, 2 ** 62, (1,), device=host_device()).item())
     return rc.Generator().manual_seed(seed)
 
 
@@ -124,17 +126,18 @@ class RandomSampler(Sampler[int]):
         total = self.num_samples
         if self.replacement:
             for _ in range(total // _REPLACEMENT_CHUNK):
-                yield rc.randint(0, n, (_REPLACEMENT_CHUNK,), generator=gen, device="cpu").numpy()
+                yield rc.randint(0, n, (_REPLACEMENT_CHUNK,), generator=gen,
+                                 device=host_device()).numpy()
             if total % _REPLACEMENT_CHUNK:
                 yield rc.randint(0, n, (total % _REPLACEMENT_CHUNK,), generator=gen,
-                                 device="cpu").numpy()
+                                 device=host_device()).numpy()
             return
         if total == 0:
             return
         for _ in range(total // n):
-            yield rc.randperm(n, generator=gen, device="cpu").numpy()
+            yield rc.randperm(n, generator=gen, device=host_device()).numpy()
         if total % n:
-            yield rc.randperm(n, generator=gen, device="cpu").numpy()[:total % n]
+            yield rc.randperm(n, generator=gen, device=host_device()).numpy()[:total % n]
 
     def __iter__(self) -> Iterator[int]:
         for chunk in self._chunks():
@@ -153,7 +156,8 @@ class SubsetRandomSampler(Sampler[int]):
 
     def __iter__(self) -> Iterator[int]:
         rc = _rc()
-        for i in rc.randperm(len(self.indices), generator=self.generator, device="cpu").tolist():
+        for i in rc.randperm(len(self.indices), generator=self.generator,
+                             device=host_device()).tolist():
             yield self.indices[i]
 
     def __len__(self) -> int:
@@ -172,7 +176,7 @@ class WeightedRandomSampler(Sampler[int]):
         rc = _rc()
         _check_num_samples(num_samples)
         _check_replacement(replacement)
-        weights_tensor = rc.as_tensor(weights, dtype=rc.float64, device="cpu")
+        weights_tensor = rc.as_tensor(weights, dtype=rc.float64, device=host_device())
         if weights_tensor.ndim != 1:
             raise ValueError("weights should be a 1d sequence but given weights have shape "
                              f"{tuple(weights_tensor.shape)}")
