@@ -105,7 +105,7 @@ OUT_OF_SCOPE: dict[str, dict[str, str]] = {
         **dict.fromkeys(("storage", "untyped_storage", "storage_type", "set_"), "storage"),
         **dict.fromkeys(("to_mkldnn", "layout", "dim_order"), "layouts"),
         **dict.fromkeys(("resize_", "resize", "resize_as_", "resize_as"), "resize"),
-        "bfloat16": "bfloat16", "names": "named", "rename": "named", "refine_names": "named",
+        "bfloat16": "bfloat16", "names": "named", "name": "named", "rename": "named", "refine_names": "named",
         "align_to": "named", "xpu": "fake_devices", "mtia": "fake_devices",
         "ipu": "fake_devices",
     },

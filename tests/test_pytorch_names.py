@@ -224,3 +224,99 @@ def test_numpy_arrays_of_tensors_are_unaffected():
     """NumPy probes attributes (``__array_interface__`` ...) through getattr."""
     a = np.asarray(rc.arange(3.0))
     assert a.tolist() == [0.0, 1.0, 2.0]
+
+
+# -- Module methods scripts call --------------------------------------------------
+
+
+class _Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Tanh())
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.head(self.body(x))
+
+
+def test_get_parameter_get_buffer_set_submodule():
+    m = _Net()
+    assert m.get_parameter("body.0.weight") is m.body[0].weight
+    assert m.get_parameter("head.bias") is m.head.bias
+    assert m.get_buffer("body.1.running_mean") is m.body[1].running_mean
+    with pytest.raises(AttributeError, match="no parameter 'nope'"):
+        m.get_parameter("head.nope")
+    with pytest.raises(AttributeError, match="no buffer 'weight'"):
+        m.get_buffer("head.weight")
+    new = nn.Linear(4, 5)
+    m.set_submodule("head", new)
+    assert m.head is new and m(rc.ones(2, 3)).shape == (2, 5)
+    with pytest.raises(AttributeError, match="no submodule 'extra'"):
+        m.set_submodule("extra", nn.Identity(), strict=True)
+    m.set_submodule("body.extra", nn.Identity())
+    assert isinstance(m.body.extra, nn.Identity)
+    with pytest.raises(TypeError, match="expected a Module"):
+        m.set_submodule("head", 3)
+
+
+def test_module_cuda_says_why_without_cuda():
+    if rc.cuda.is_available():
+        assert next(_Net().cuda().parameters()).device.type == "cuda"
+        return
+    with pytest.raises(RuntimeError, match="(?i)cuda"):
+        _Net().cuda()
+
+
+def test_module_type_to_empty_share_memory(device):
+    m = _Net()
+    assert m.type(rc.float64) is m
+    assert {p.dtype for p in m.parameters()} == {rc.float64}
+    assert m.share_memory() is m
+    params = list(m.parameters())
+    m.to_empty(device=device)
+    assert [p for p in m.parameters()] == params          # same Parameter objects
+    assert {p.device.type for p in m.parameters()} == {rc.device(device).type}
+    assert {b.device.type for b in m.buffers()} == {rc.device(device).type}
+
+
+def test_module_compile_in_place_matches_eager_and_trains():
+    rc.manual_seed(0)
+    eager = _Net()
+    compiled = _Net()
+    compiled.load_state_dict(eager.state_dict())
+    assert compiled.compile() is None
+    assert isinstance(compiled, _Net) and list(compiled.state_dict()) == list(eager.state_dict())
+    x = rc.randn(8, 3)
+    for m in (eager, compiled):
+        opt = rc.optim.SGD(m.parameters(), lr=0.1)
+        for _ in range(3):
+            opt.zero_grad()
+            loss = m(x).square().mean()
+            loss.backward()
+            opt.step()
+    for (k, a), b in zip(eager.state_dict().items(), compiled.state_dict().values()):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6, err_msg=k)
+    assert len(compiled.__dict__["_compiled_call_impl"]._cache) >= 1  # it ran traced graphs
+
+
+def test_data_parallel_runs_the_module_and_prefixes_state_dict(device):
+    rc.manual_seed(1)
+    inner = _Net().to(device)
+    dp = nn.DataParallel(inner)
+    x = rc.randn(4, 3, device=device)
+    np.testing.assert_array_equal(dp(x).detach().numpy(), inner(x).detach().numpy())
+    assert list(dp.state_dict()) == ["module." + k for k in inner.state_dict()]
+    assert dp.module is inner
+    np.testing.assert_array_equal(nn.parallel.data_parallel(inner, x).detach().numpy(),
+                                  inner(x).detach().numpy())
+    with pytest.raises(ValueError, match="DistributedDataParallel"):
+        nn.DataParallel(inner, device_ids=[0, 1])
+    with pytest.raises(TypeError, match="wraps a Module"):
+        nn.DataParallel(lambda v: v)
+
+
+@needs_torch
+def test_data_parallel_state_dict_keys_match_torch():
+    t = torch.nn.DataParallel(torch.nn.Sequential(torch.nn.Linear(2, 2)))
+    r = nn.DataParallel(nn.Sequential(nn.Linear(2, 2)))
+    assert list(r.state_dict()) == list(t.state_dict())

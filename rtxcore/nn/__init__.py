@@ -7,6 +7,7 @@ from . import functional, init
 from .module import Module
 from .parameter import Parameter
 from . import parallel, utils
+from .parallel import DataParallel
 from .activation import (CELU, ELU, GELU, GLU, Hardshrink, Hardsigmoid, Hardswish, Hardtanh,
                          LeakyReLU, LogSigmoid, LogSoftmax, Mish, PReLU, ReLU, ReLU6, SELU,
                          Sigmoid, SiLU, Softmax, Softmin, Softplus, Softshrink, Softsign, Tanh,
@@ -43,6 +44,7 @@ __all__ += ["utils", "Conv1d", "ConvTranspose1d", "ConvTranspose2d", "LeakyReLU"
             "CircularPad1d", "CircularPad2d", "PixelShuffle", "PixelUnshuffle", "Upsample",
             "UpsamplingNearest2d", "UpsamplingBilinear2d", "AdaptiveAvgPool1d",
             "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "MaxPool1d", "AvgPool1d"]
+__all__ += ["DataParallel"]
 __all__ += ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell",
             "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder",
             "TransformerDecoderLayer", "TransformerDecoder", "Transformer"]

@@ -198,6 +198,13 @@ class Module:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         d = self.__dict__
+        compiled = d.get("_compiled_call_impl")
+        if compiled is not None:  # after model.compile()
+            return compiled(*args, **kwargs)
+        return self._call_impl(*args, **kwargs)
+
+    def _call_impl(self, *args: Any, **kwargs: Any) -> Any:
+        d = self.__dict__
         if d["_forward_pre_hooks"]:
             for hook in list(d["_forward_pre_hooks"].values()):
                 res = hook(self, args)
@@ -285,7 +292,46 @@ class Module:
             mod = mod._modules[part]
         return mod
 
+    def get_parameter(self, target: str) -> Parameter:
+        """The parameter at a dotted path (``"layer.0.weight"``), as PyTorch's."""
+        mod_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(mod_path)
+        if name not in mod._parameters or mod._parameters[name] is None:
+            raise AttributeError(f"{type(mod).__name__} has no parameter {name!r} "
+                                 f"(looking for {target!r})")
+        return mod._parameters[name]
+
+    def get_buffer(self, target: str) -> Tensor:
+        """The buffer at a dotted path (``"bn.running_mean"``), as PyTorch's."""
+        mod_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(mod_path)
+        if name not in mod._buffers or mod._buffers[name] is None:
+            raise AttributeError(f"{type(mod).__name__} has no buffer {name!r} "
+                                 f"(looking for {target!r})")
+        return mod._buffers[name]
+
+    def set_submodule(self, target: str, module: Module, strict: bool = False) -> None:
+        """Replace (or, unless ``strict``, add) the submodule at a dotted path."""
+        if not target:
+            raise ValueError("set_submodule: the target must name a submodule, not ''")
+        if not isinstance(module, Module):
+            raise TypeError(f"set_submodule: expected a Module, got {type(module).__name__}")
+        parent_path, _, name = target.rpartition(".")
+        parent = self.get_submodule(parent_path)
+        if strict and name not in parent._modules:
+            raise AttributeError(f"{type(parent).__name__} has no submodule {name!r} "
+                                 f"(looking for {target!r})")
+        setattr(parent, name, module)
+
     # -- modes, devices, functions -----------------------------------------------------
+
+    def compile(self, *args: Any, **kwargs: Any) -> None:
+        """Compile this module's calls in place, as PyTorch's ``model.compile()``:
+        ``model(x)`` then runs through ``rtxcore.compile`` (same arguments; see
+        docs/compile.md), and the module keeps its type, parameters and state_dict."""
+        from ..jit.compile import compile as compile_fn
+
+        self.__dict__["_compiled_call_impl"] = compile_fn(self._call_impl, *args, **kwargs)
 
     def train(self, mode: bool = True) -> Module:
         if not isinstance(mode, bool):
@@ -357,6 +403,31 @@ class Module:
 
     def cpu(self) -> Module:
         return self.to("cpu")
+
+    def cuda(self, device: Any = None) -> Module:
+        """``to("cuda")`` (or ``cuda:N`` for ``device=N``): without a usable CUDA
+        backend it raises the RuntimeError that says why."""
+        if device is None:
+            return self.to("cuda")
+        return self.to(f"cuda:{device}" if isinstance(device, int) else device)
+
+    def type(self, dst_type: Any) -> Module:  # noqa: A003
+        """Every parameter and buffer cast to ``dst_type`` (a dtype)."""
+        return self._apply_tensors(lambda t: t.type(dst_type))
+
+    def to_empty(self, *, device: Any, recurse: bool = True) -> Module:
+        """Parameters and buffers moved to ``device`` without their values (as
+        PyTorch's: the new memory is uninitialized, to be filled by a load)."""
+        from ..ops.creation import empty
+
+        if not recurse:
+            raise ValueError("to_empty(recurse=False) is not supported: every submodule moves")
+        return self._apply_tensors(lambda t: empty(t.shape, dtype=t.dtype, device=device))
+
+    def share_memory(self) -> Module:
+        """The module itself: tensors are copied between processes, never shared
+        (see rtxcore.multiprocessing)."""
+        return self
 
     def float(self) -> Module:  # noqa: A003
         from .. import dtype as D
