@@ -12,14 +12,15 @@ from .activation import (CELU, ELU, GELU, GLU, Hardshrink, Hardsigmoid, Hardswis
                          LeakyReLU, LogSigmoid, LogSoftmax, Mish, PReLU, ReLU, ReLU6, SELU,
                          Sigmoid, SiLU, Softmax, Softmin, Softplus, Softshrink, Softsign, Tanh,
                          Tanhshrink, Threshold)
-from .container import ModuleDict, ModuleList, Sequential
+from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
 from .dropout import Dropout, Dropout1d, Dropout2d
-from .linear import Embedding, Flatten, Identity, Linear
-from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss,
-                   SmoothL1Loss)
+from .linear import (CosineSimilarity, Embedding, Flatten, Identity, Linear, PairwiseDistance,
+                     Unflatten)
+from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss,
+                   MSELoss, NLLLoss, SmoothL1Loss)
 from .normalization import (BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm1d, InstanceNorm2d,
-                            LayerNorm)
+                            LayerNorm, RMSNorm)
 from .padding import (CircularPad1d, CircularPad2d, ConstantPad1d, ConstantPad2d, ReflectionPad1d,
                       ReflectionPad2d, ReplicationPad1d, ReplicationPad2d, ZeroPad1d, ZeroPad2d)
 from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool1d,
@@ -44,7 +45,8 @@ __all__ += ["utils", "Conv1d", "ConvTranspose1d", "ConvTranspose2d", "LeakyReLU"
             "CircularPad1d", "CircularPad2d", "PixelShuffle", "PixelUnshuffle", "Upsample",
             "UpsamplingNearest2d", "UpsamplingBilinear2d", "AdaptiveAvgPool1d",
             "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "MaxPool1d", "AvgPool1d"]
-__all__ += ["DataParallel"]
+__all__ += ["DataParallel", "ParameterDict", "ParameterList", "Unflatten", "CosineSimilarity",
+            "PairwiseDistance", "HuberLoss", "KLDivLoss", "RMSNorm"]
 __all__ += ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell",
             "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder",
             "TransformerDecoderLayer", "TransformerDecoder", "Transformer"]

@@ -1,12 +1,15 @@
 """Containers: ``Sequential``, ``ModuleList`` and ``ModuleDict``, which register
-their modules under their positions or keys (``0``, ``1``, ... in a state dict)."""
+their modules under their positions or keys (``0``, ``1``, ... in a state dict);
+``ParameterList`` and ``ParameterDict`` do the same for parameters."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from typing import Any, Iterable, Iterator
 
+from ..tensor import Tensor
 from .module import Module
+from .parameter import Parameter
 
 
 class _ModuleSequence(Module):
@@ -129,3 +132,99 @@ class ModuleDict(Module):
         items = modules.items() if hasattr(modules, "items") else modules
         for k, m in items:
             self.add_module(k, m)
+
+
+def _as_parameter(value: Any) -> Any:
+    """A tensor given to a parameter container becomes a Parameter (as PyTorch's)."""
+    if isinstance(value, Tensor) and not isinstance(value, Parameter):
+        return Parameter(value)
+    return value
+
+
+class ParameterList(Module):
+    """Parameters registered under their positions, ``0``, ``1``, ..."""
+
+    def __init__(self, values: Iterable[Any] | None = None) -> None:
+        super().__init__()
+        if values is not None:
+            self.extend(values)
+
+    def __len__(self) -> int:
+        return len(self._parameters)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._parameters.values())
+
+    def __getitem__(self, idx: Any) -> Any:
+        if isinstance(idx, slice):
+            return ParameterList(list(self._parameters.values())[idx])
+        return self._parameters[str(_index(idx, len(self)))]
+
+    def __setitem__(self, idx: int, value: Any) -> None:
+        self.register_parameter(str(_index(idx, len(self))), _as_parameter(value))
+
+    def append(self, value: Any) -> ParameterList:
+        self.register_parameter(str(len(self)), _as_parameter(value))
+        return self
+
+    def extend(self, values: Iterable[Any]) -> ParameterList:
+        for v in values:
+            self.append(v)
+        return self
+
+    def extra_repr(self) -> str:
+        return "\n".join(f"({k}): Parameter containing: [{p.dtype.name} of size "
+                         f"{tuple(p.shape)}]" for k, p in self._parameters.items())
+
+
+class ParameterDict(Module):
+    """Parameters registered under their keys, in insertion order."""
+
+    def __init__(self, parameters: Any = None) -> None:
+        super().__init__()
+        if parameters is not None:
+            self.update(parameters)
+
+    def __len__(self) -> int:
+        return len(self._parameters)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._parameters)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._parameters
+
+    def __getitem__(self, key: str) -> Any:
+        return self._parameters[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if not isinstance(key, str):
+            raise TypeError(f"ParameterDict keys are strings, got {type(key).__name__}")
+        self.register_parameter(key, _as_parameter(value))
+
+    def __delitem__(self, key: str) -> None:
+        del self._parameters[key]
+
+    def keys(self) -> Iterable[str]:
+        return self._parameters.keys()
+
+    def values(self) -> Iterable[Any]:
+        return self._parameters.values()
+
+    def items(self) -> Iterable[tuple[str, Any]]:
+        return self._parameters.items()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._parameters.get(key, default)
+
+    def pop(self, key: str) -> Any:
+        return self._parameters.pop(key)
+
+    def update(self, parameters: Any) -> None:
+        pairs = parameters.items() if hasattr(parameters, "items") else parameters
+        for k, v in pairs:
+            self[k] = v
+
+    def extra_repr(self) -> str:
+        return "\n".join(f"({k}): Parameter containing: [{p.dtype.name} of size "
+                         f"{tuple(p.shape)}]" for k, p in self._parameters.items())

@@ -175,3 +175,24 @@ class InstanceNorm1d(_InstanceNorm):
 
 class InstanceNorm2d(_InstanceNorm):
     _spatial = 2
+
+
+class RMSNorm(Module):
+    """Scale the trailing ``normalized_shape`` dims of each sample by their root mean
+    square (no centring, no bias); ``eps`` None is the dtype's machine epsilon."""
+
+    def __init__(self, normalized_shape: Any, eps: float | None = None,
+                 elementwise_affine: bool = True, device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        self.normalized_shape = ((normalized_shape,) if isinstance(normalized_shape, int)
+                                 else tuple(normalized_shape))
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        _affine(self, self.normalized_shape, elementwise_affine, False, device, dtype)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}")

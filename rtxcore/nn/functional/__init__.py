@@ -46,7 +46,8 @@ from .embeddings import embedding, one_hot
 from .linear_maps import bilinear, linear
 from .losses import (binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy,
                      huber_loss, kl_div, l1_loss, mse_loss, nll_loss, smooth_l1_loss)
-from .normalization import batch_norm, group_norm, instance_norm, layer_norm, normalize
+from .normalization import (batch_norm, group_norm, instance_norm, layer_norm, normalize,
+                            rms_norm)
 from .padding import pad
 from .pooling import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool2d, avg_pool1d,
                       avg_pool2d, max_pool1d, max_pool2d)
@@ -58,7 +59,7 @@ from .windows import _Windows
 __all__ = [
     "linear", "bilinear", "conv2d", "unfold", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
     "relu", "relu_", "relu6", "leaky_relu", "elu", "gelu", "silu", "sigmoid", "tanh", "softplus",
-    "logsigmoid", "hardtanh", "softmax", "softmin", "log_softmax", "dropout", "layer_norm",
+    "logsigmoid", "hardtanh", "softmax", "softmin", "log_softmax", "dropout", "layer_norm", "rms_norm",
     "batch_norm", "normalize", "embedding", "one_hot", "pad", "scaled_dot_product_attention",
     "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "cross_entropy", "nll_loss",
     "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",

@@ -72,7 +72,33 @@ def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = Non
     return _affine(xc / (var + eps).sqrt(), weight, bias)
 
 
-class _LayerNorm(Function):
+def rms_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = None,
+             eps: float | None = None) -> Tensor:
+    """``input / sqrt(mean(input**2) + eps) * weight`` over the last
+    ``len(normalized_shape)`` dims; ``eps`` None is the dtype's machine epsilon (as
+    PyTorch's)."""
+    if _autocast_regions[0]:  # autocast: computed in float32
+        input, weight = autocast_inputs("rms_norm", input, weight)
+    _check_tensor("rms_norm", "input", input)
+    ns = (int(normalized_shape),) if isinstance(normalized_shape, (int, np.integer)) else tuple(
+        int(v) for v in normalized_shape)
+    k = len(ns)
+    if k == 0 or input.ndim < k or tuple(input._shape[input.ndim - k:]) != ns:
+        raise RuntimeError(
+            f"rms_norm: given normalized_shape={list(ns)}, expected input with shape "
+            f"[*, {', '.join(map(str, ns))}], but got input of size {list(input._shape)}")
+    if weight is not None and _shape(weight) != ns:
+        raise RuntimeError(f"rms_norm: expected weight of shape {list(ns)}, got "
+                           f"{list(weight._shape)}")
+    if not input._dtype.is_floating_point:
+        raise TypeError(f"rms_norm: expected a floating-point input, got {input._dtype.name}")
+    if eps is None:
+        eps = float(np.finfo(input._dtype.numpy).eps)
+    y = input * (input.square().mean(tuple(range(-k, 0)), keepdim=True) + eps).rsqrt()
+    return y if weight is None else y * weight
+
+
+
     """layer_norm over the last ``k`` dims as one node: the forward is the backend's
     ``layer_norm`` kernel where it has one (else mean, variance, scale), the
     backward the closed form ``rstd * (gw - mean(gw) - xhat * mean(gw * xhat))``
