@@ -98,7 +98,7 @@ def rms_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = None,
     return y if weight is None else y * weight
 
 
-
+class _LayerNorm(Function):
     """layer_norm over the last ``k`` dims as one node: the forward is the backend's
     ``layer_norm`` kernel where it has one (else mean, variance, scale), the
     backward the closed form ``rstd * (gw - mean(gw) - xhat * mean(gw * xhat))``
