@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+from ._version import __version__  # rtxcore/VERSION
 
 from .dtype import (bool_, double, float, float16, float32, float64, get_default_dtype,  # noqa: A004
                     half, int, int8, int16, int32, int64, long, promote_types, result_type,

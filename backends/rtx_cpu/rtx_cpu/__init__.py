@@ -16,7 +16,9 @@ from . import memory
 from .kernels import KERNELS
 from .memory import empty_cache
 
-__version__ = "0.1.0"
+# VERSION: a link to rtxcore/VERSION, the one version of rtxcore and its backends
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "VERSION")) as _f:
+    __version__ = _f.read().strip()
 __all__ = ["CPUBackend", "empty_cache"]
 
 

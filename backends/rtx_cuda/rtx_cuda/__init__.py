@@ -10,13 +10,16 @@ without CuPy, a driver or a device, the backend says why and how to fix it.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from rtxcore.dispatch import Backend, DType, backend_hooks, hookimpl
 
 from . import runtime
 
-__version__ = "0.1.0"
+# VERSION: a link to rtxcore/VERSION, the one version of rtxcore and its backends
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "VERSION")) as _f:
+    __version__ = _f.read().strip()
 __all__ = ["CUDABackend"]
 
 DLPACK_CUDA = 2  # kDLCUDA

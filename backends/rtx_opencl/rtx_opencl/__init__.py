@@ -9,6 +9,7 @@ an OpenCL platform the backend says why and how to fix it.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from rtxcore.dispatch import Backend, backend_hooks
@@ -17,7 +18,9 @@ from . import runtime
 from .kernels import KERNELS
 from .runtime import OutOfMemoryError, synchronize
 
-__version__ = "0.1.0"
+# VERSION: a link to rtxcore/VERSION, the one version of rtxcore and its backends
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "VERSION")) as _f:
+    __version__ = _f.read().strip()
 __all__ = ["OpenCLBackend", "OutOfMemoryError", "synchronize", "empty_cache"]
 
 
