@@ -1,0 +1,240 @@
+"""The cpu backend's conv2d kernels (``rtx_cpu.conv_kernels``) called as the core
+calls them, on NumPy arrays: the forward (output and im2col matrix), the input
+gradient by both of its paths (stride-1 correlation and col2im) and the weight
+gradient, against a float64 NumPy reference written here and, where it imports,
+PyTorch's conv2d and its gradients; float16/32/64, asymmetric and large padding,
+strides, dilation, batches cut into several chunks, non-contiguous operands.
+And the same through ``rtxcore.nn.functional.conv2d`` on cpu."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rtxcore as rc
+import rtxcore.nn.functional as F
+
+from rtx_cpu import conv_kernels as K
+
+try:
+    import torch
+except ImportError:  # pragma: no cover - torch is optional
+    torch = None
+
+
+# -- a float64 reference, loop over kernel offsets -----------------------------------------
+
+
+def ref_out_hw(h, w, kh, kw, stride, pads, dil):
+    pt, pb, pl, pr = pads
+    oh = (h + pt + pb - dil[0] * (kh - 1) - 1) // stride[0] + 1
+    ow = (w + pl + pr - dil[1] * (kw - 1) - 1) // stride[1] + 1
+    return oh, ow
+
+
+def ref_pad(x, pads):
+    pt, pb, pl, pr = pads
+    return np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+
+
+def ref_conv(x, w, b, stride, pads, dil):
+    """Forward, float64: sum over kernel offsets of W[:, :, i, j] times a strided slice."""
+    x, w = x.astype(np.float64), w.astype(np.float64)
+    n, c, h, wd = x.shape
+    oc, _, kh, kw = w.shape
+    oh, ow = ref_out_hw(h, wd, kh, kw, stride, pads, dil)
+    xp = ref_pad(x, pads)
+    out = np.zeros((n, oc, oh, ow))
+    for i in range(kh):
+        for j in range(kw):
+            r0, c0 = i * dil[0], j * dil[1]
+            sl = xp[:, :, r0:r0 + stride[0] * (oh - 1) + 1:stride[0],
+                    c0:c0 + stride[1] * (ow - 1) + 1:stride[1]]
+            out += np.einsum("oc,nchw->nohw", w[:, :, i, j], sl)
+    if b is not None:
+        out += b.astype(np.float64).reshape(1, oc, 1, 1)
+    return out
+
+
+def ref_grads(x, w, g, stride, pads, dil):
+    """(dx, dw), float64, by the adjoint of ref_conv's slices."""
+    x, w, g = x.astype(np.float64), w.astype(np.float64), g.astype(np.float64)
+    n, c, h, wd = x.shape
+    oc, _, kh, kw = w.shape
+    oh, ow = g.shape[2:]
+    pt, pb, pl, pr = pads
+    xp = ref_pad(x, pads)
+    dxp = np.zeros_like(xp)
+    dw = np.zeros_like(w)
+    for i in range(kh):
+        for j in range(kw):
+            r0, c0 = i * dil[0], j * dil[1]
+            idx = (slice(None), slice(None), slice(r0, r0 + stride[0] * (oh - 1) + 1, stride[0]),
+                   slice(c0, c0 + stride[1] * (ow - 1) + 1, stride[1]))
+            dxp[idx] += np.einsum("oc,nohw->nchw", w[:, :, i, j], g)
+            dw[:, :, i, j] = np.einsum("nohw,nchw->oc", g, xp[idx])
+    return dxp[:, :, pt:pt + h, pl:pl + wd], dw
+
+
+# -- running the kernels -------------------------------------------------------------------
+
+
+def run_kernels(x, w, b, g, stride, pads, dil, dx_path=None):
+    """(out, cols, dx, dw) from the kernels; dx_path picks the input gradient's path
+    (None: the one conv2d_input_grad picks)."""
+    n, c, h, wd = x.shape
+    oc, _, kh, kw = w.shape
+    oh, ow = ref_out_hw(h, wd, kh, kw, stride, pads, dil)
+    out = np.empty((n, oc, oh, ow), x.dtype)
+    cols = np.empty((c * kh * kw, n * oh * ow), x.dtype)
+    K.conv2d(out, cols, x, w, b, stride, pads, dil)
+    dx = np.empty(x.shape, x.dtype)
+    if dx_path is None:
+        K.conv2d_input_grad(dx, g, w, stride, pads, dil)
+    elif dx_path == "correlate":
+        K._input_grad_correlate(dx, g, w, pads, dil)
+    else:
+        K._input_grad_col2im(dx, g, w, stride, pads, dil)
+    dw = np.empty(w.shape, w.dtype)
+    K.conv2d_weight_grad(dw, g, cols)
+    return out, cols, dx, dw
+
+
+def ref_cols(x, kh, kw, stride, pads, dil, oh, ow):
+    """The im2col matrix of the contract: row (c, i, j), columns in (N, OH, OW) order."""
+    xp = ref_pad(x, pads)
+    n, c = x.shape[:2]
+    cols = np.empty((c, kh, kw, n, oh, ow), x.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            r0, c0 = i * dil[0], j * dil[1]
+            sl = xp[:, :, r0:r0 + stride[0] * (oh - 1) + 1:stride[0],
+                    c0:c0 + stride[1] * (ow - 1) + 1:stride[1]]
+            cols[:, i, j] = sl.transpose(1, 0, 2, 3)
+    return cols.reshape(c * kh * kw, n * oh * ow)
+
+
+TOL = {np.float16: 2e-3, np.float32: 2e-5, np.float64: 1e-12}
+
+
+def close(got, want, dtype, what):
+    scale = max(float(np.abs(want).max()), 1e-30)
+    err = float(np.abs(got.astype(np.float64) - want).max()) / scale
+    assert err <= TOL[dtype], f"{what}: relative error {err:.3g} (dtype {np.dtype(dtype).name})"
+
+
+# (N, C, H, W), (OC, kh, kw), stride, pads (top, bottom, left, right), dilation
+CASES = [
+    ((2, 3, 7, 6), (4, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
+    ((3, 2, 8, 9), (5, 3, 2), (1, 1), (0, 0, 0, 0), (1, 1)),
+    ((2, 3, 6, 7), (4, 3, 2), (1, 1), (1, 1, 0, 1), (1, 1)),  # 'same' with an even kernel
+    ((2, 2, 9, 8), (3, 3, 3), (1, 1), (2, 0, 0, 3), (2, 1)),  # asymmetric, dilated
+    ((1, 3, 5, 5), (2, 3, 3), (1, 1), (4, 3, 2, 5), (1, 1)),  # padding beyond the kernel
+    ((2, 3, 9, 10), (4, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),
+    ((2, 2, 11, 9), (3, 4, 4), (2, 3), (1, 2, 0, 1), (1, 2)),  # the last rows unread
+    ((3, 1, 8, 8), (6, 4, 4), (2, 2), (1, 1, 1, 1), (1, 1)),  # DCGAN's first layer
+    ((2, 2, 6, 6), (9, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),  # OC > 2C: col2im at stride 1
+    ((2, 4, 7, 7), (2, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),  # 1x1
+]
+
+
+def _data(case, dtype, seed=0):
+    (n, c, h, wd), (oc, kh, kw), stride, pads, dil = case
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, c, h, wd)).astype(dtype)
+    w = (rng.standard_normal((oc, c, kh, kw)) / np.sqrt(c * kh * kw)).astype(dtype)
+    b = rng.standard_normal(oc).astype(dtype)
+    oh, ow = ref_out_hw(h, wd, kh, kw, stride, pads, dil)
+    g = rng.standard_normal((n, oc, oh, ow)).astype(dtype)
+    return x, w, b, g
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64], ids=lambda d: d.__name__)
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_kernels_against_reference(case, dtype):
+    x, w, b, g = _data(case, dtype)
+    _, _, stride, pads, dil = case
+    out, cols, dx, dw = run_kernels(x, w, b, g, stride, pads, dil)
+    assert out.dtype == dx.dtype == dw.dtype == np.dtype(dtype)
+    close(out, ref_conv(x, w, b, stride, pads, dil), dtype, "forward")
+    oh, ow = out.shape[2:]
+    np.testing.assert_array_equal(cols, ref_cols(x, w.shape[2], w.shape[3], stride, pads, dil,
+                                                 oh, ow))
+    rdx, rdw = ref_grads(x, w, g, stride, pads, dil)
+    close(dx, rdx, dtype, "input grad")
+    close(dw, rdw, dtype, "weight grad")
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64], ids=lambda d: d.__name__)
+@pytest.mark.parametrize("case", [c for c in CASES if c[2] == (1, 1)], ids=str)
+def test_input_grad_paths_agree(case, dtype):
+    """Stride 1: the correlation and col2im paths both give the reference's gradient."""
+    x, w, b, g = _data(case, dtype, seed=1)
+    _, _, stride, pads, dil = case
+    rdx, _ = ref_grads(x, w, g, stride, pads, dil)
+    for path in ("correlate", "col2im"):
+        _, _, dx, _ = run_kernels(x, w, b, g, stride, pads, dil, dx_path=path)
+        close(dx, rdx, dtype, f"input grad by {path}")
+
+
+@pytest.mark.parametrize("path", ["correlate", "col2im"])
+def test_chunks_and_layouts(monkeypatch, path):
+    """A batch cut into chunks of several images, a last chunk shorter than the
+    others, and non-contiguous x, weight and g."""
+    monkeypatch.setattr(K, "_CHUNK", 3 * 45 * 64)  # chunks of 5, 3 and 5 images (fwd, dx, col2im)
+    case = ((7, 3, 8, 8), (5, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1))
+    x, w, b, g = _data(case, np.float32, seed=2)
+    xs = np.asfortranarray(x)  # a different layout: as_strided's windows must follow it
+    ws = w.transpose(0, 1, 3, 2).copy().transpose(0, 1, 3, 2)
+    gs = g[:, :, :, ::-1].copy()[:, :, :, ::-1]
+    _, _, stride, pads, dil = case
+    out, cols, dx, dw = run_kernels(xs, ws, b, gs, stride, pads, dil, dx_path=path)
+    close(out, ref_conv(x, w, b, stride, pads, dil), np.float32, "forward")
+    rdx, rdw = ref_grads(x, w, g, stride, pads, dil)
+    close(dx, rdx, np.float32, "input grad")
+    close(dw, rdw, np.float32, "weight grad")
+
+
+# -- against PyTorch, the models' shapes ---------------------------------------------------
+
+MODEL_LAYERS = [  # (N, C, H, W), (OC, k), stride, padding: superres and DCGAN's D
+    ((4, 1, 16, 16), (16, 5), 1, 2), ((4, 16, 16, 16), (16, 3), 1, 1),
+    ((4, 16, 16, 16), (8, 3), 1, 1), ((4, 8, 16, 16), (9, 3), 1, 1),
+    ((4, 1, 32, 32), (8, 4), 2, 1), ((4, 8, 16, 16), (16, 4), 2, 1),
+    ((4, 16, 8, 8), (32, 4), 2, 1),
+]
+
+
+@pytest.mark.skipif(torch is None, reason="PyTorch not installed")
+@pytest.mark.parametrize("layer", MODEL_LAYERS, ids=str)
+def test_kernels_against_torch(layer):
+    (n, c, h, wd), (oc, k), s, p = layer
+    case = ((n, c, h, wd), (oc, k, k), (s, s), (p, p, p, p), (1, 1))
+    x, w, b, g = _data(case, np.float32, seed=3)
+    out, _, dx, dw = run_kernels(x, w, b, g, (s, s), (p, p, p, p), (1, 1))
+    tx = torch.from_numpy(x).requires_grad_()
+    tw = torch.from_numpy(w).requires_grad_()
+    ty = torch.nn.functional.conv2d(tx, tw, torch.from_numpy(b), s, p)
+    ty.backward(torch.from_numpy(g))
+    close(out, ty.detach().numpy().astype(np.float64), np.float32, "forward")
+    close(dx, tx.grad.numpy().astype(np.float64), np.float32, "input grad")
+    close(dw, tw.grad.numpy().astype(np.float64), np.float32, "weight grad")
+
+
+@pytest.mark.parametrize("dtype", [rc.float32, rc.float64], ids=str)
+def test_functional_conv2d_on_cpu(dtype):
+    """Through rtxcore's conv2d (the kernel path: an image too large for the dense
+    path) and its backward, against the reference."""
+    case = ((3, 4, 12, 11), (6, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1))
+    npdt = np.float32 if dtype is rc.float32 else np.float64
+    x, w, b, g = _data(case, npdt, seed=4)
+    tx = rc.tensor(x, dtype=dtype, device="cpu", requires_grad=True)
+    tw = rc.tensor(w, dtype=dtype, device="cpu", requires_grad=True)
+    tb = rc.tensor(b, dtype=dtype, device="cpu", requires_grad=True)
+    y = F.conv2d(tx, tw, tb, padding=1)
+    y.backward(rc.tensor(g, dtype=dtype, device="cpu"))
+    close(y.detach().numpy(), ref_conv(x, w, b, (1, 1), (1, 1, 1, 1), (1, 1)), npdt, "forward")
+    rdx, rdw = ref_grads(x, w, g, (1, 1), (1, 1, 1, 1), (1, 1))
+    close(tx.grad.numpy(), rdx, npdt, "input grad")
+    close(tw.grad.numpy(), rdw, npdt, "weight grad")
+    close(tb.grad.numpy(), g.astype(np.float64).sum((0, 2, 3)), npdt, "bias grad")
