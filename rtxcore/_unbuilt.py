@@ -23,6 +23,9 @@ UNBUILT: dict[str, str] = {
               "data as index/value tensors and use index_select / scatter_add / index_add",
     "onnx": "is out of scope for rtxcore: export from PyTorch, or save weights with "
             "rtxcore.save and load them there",
+    "hub": "is out of scope for rtxcore: it downloads no models or code; load weights saved "
+           "with rtxcore.save (or converted from PyTorch: see docs/porting.md), and take "
+           "progress bars from tqdm itself",
 }
 
 

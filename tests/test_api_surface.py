@@ -488,7 +488,8 @@ def test_new_modules_load_lazily():
 # -- modules rtxcore does not have --------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name,what", [("sparse", "out of scope"), ("onnx", "out of scope")])
+@pytest.mark.parametrize("name,what", [("sparse", "out of scope"), ("onnx", "out of scope"),
+                                       ("hub", "out of scope")])
 def test_unbuilt_attributes(name, what):
     from rtxcore._unbuilt import UnbuiltAttributeError
 
@@ -501,7 +502,7 @@ def test_unbuilt_attributes(name, what):
 
 @pytest.mark.parametrize("module,what", [
     ("rtxcore.sparse", "out of scope"), ("rtxcore.onnx", "out of scope"),
-    ("rtxcore.utils.tensorboard", "out of scope")])
+    ("rtxcore.hub", "out of scope"), ("rtxcore.utils.tensorboard", "out of scope")])
 def test_unbuilt_imports(module, what):
     import importlib
 

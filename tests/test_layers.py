@@ -30,16 +30,21 @@ TEMPLATE = REPO / "examples" / "rtx_template" / "rtx_template"
 # modules of the dispatch contract: a backend's whole view of rtxcore
 CONTRACT = ("rtxcore.dispatch", "rtxcore.dtype", "rtxcore.shape")
 # the public namespaces: above the core, never imported by it
-PUBLIC = ("rtxcore", "rtxcore.__main__", "rtxcore._cli", "rtxcore._unbuilt", "rtxcore.accelerator",
+PUBLIC = ("rtxcore", "rtxcore.__main__", "rtxcore._cli", "rtxcore.accelerator",
           "rtxcore.amp", "rtxcore.backends", "rtxcore.cuda", "rtxcore.distributed",
-          "rtxcore.distributions", "rtxcore.jit", "rtxcore.linalg", "rtxcore.multiprocessing",
+          "rtxcore.distributions", "rtxcore.hub", "rtxcore.jit", "rtxcore.linalg",
+          "rtxcore.multiprocessing",
           "rtxcore.nn", "rtxcore.onnx",
           "rtxcore.optim", "rtxcore.profiler", "rtxcore.serialization", "rtxcore.sparse",
           "rtxcore.testing", "rtxcore.utils")
 LEVEL = {"contract": 0, "core": 1, "public": 2}
 
-# the one deliberate circle: ops <-> autograd (and the tensor both return)
+# the one deliberate circle in the core: ops <-> autograd (and the tensor both return)
 CIRCLE = ("rtxcore.ops", "rtxcore.autograd", "rtxcore.tensor", "rtxcore._tensor_api")
+# and one among the public namespaces: nn <-> jit, because PyTorch's model.compile()
+# (nn.Module) calls compile, which traces modules (rtxcore.jit reads nn's layers
+# and functional ops to decompose them)
+PUBLIC_CIRCLE = ("rtxcore.nn", "rtxcore.jit")
 
 # deliberate upward imports, each with its reason: (importer, imported) -> why
 EXCEPTIONS: dict[tuple[str, str], str] = {}
@@ -198,11 +203,12 @@ def test_backends_import_only_the_contract():
     assert not bad, "a backend reaches past rtxcore.dispatch:\n" + "\n".join(bad)
 
 
-def test_the_only_circle_is_ops_and_autograd():
+def test_the_only_circles_are_ops_and_autograd_and_nn_and_jit():
     found = circles(import_graph())
-    outside = [sorted(c) for c in found if not all(_within(m, CIRCLE) for m in c)]
+    outside = [sorted(c) for c in found
+               if not (all(_within(m, CIRCLE) for m in c) or all(_within(m, PUBLIC_CIRCLE) for m in c))]
     assert not outside, "import circles:\n" + "\n".join(" <-> ".join(c) for c in outside)
-    assert len(found) <= 1, f"more than one circle: {[sorted(c) for c in found]}"
+    assert len(found) <= 2, f"more than two circles: {[sorted(c) for c in found]}"
 
 
 def test_dispatch_imports_nothing_above_itself():
