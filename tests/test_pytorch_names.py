@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -320,3 +322,61 @@ def test_data_parallel_state_dict_keys_match_torch():
     t = torch.nn.DataParallel(torch.nn.Sequential(torch.nn.Linear(2, 2)))
     r = nn.DataParallel(nn.Sequential(nn.Linear(2, 2)))
     assert list(r.state_dict()) == list(t.state_dict())
+
+
+# -- the sweep of public training code ------------------------------------------------
+
+_SWEEP = Path(__file__).parent / "data" / "pytorch_names_used.txt"
+
+
+def _load_script():
+    import importlib.util
+
+    path = Path(__file__).parents[1] / "scripts" / "pytorch_names.py"
+    spec = importlib.util.spec_from_file_location("pytorch_names", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_every_name_public_training_code_uses_is_there_or_refused():
+    names = [ln for ln in _SWEEP.read_text().splitlines() if ln and not ln.startswith("#")]
+    assert len(names) > 200
+    status = _load_script().status
+    missing = [n for n in names if status(n) == "MISSING"]
+    assert missing == []
+
+
+def test_the_sweep_reads_imports_and_method_names():
+    mod = _load_script()
+    src = ("import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
+           "from torch.utils.data import DataLoader\nfrom torch import optim\n"
+           "x = torch.zeros(3).view(1, 3)\nm = nn.Linear(2, 2)\ny = F.relu(x)\n"
+           "opt = optim.lr_scheduler.StepLR\nm.eval()\nparser.add_argument('--a')\n")
+    found = mod.names_in(src, {"Tensor": {"view", "relu"}, "Module": {"eval"}})
+    assert set(found) == {"torch.zeros", "torch.nn.Linear", "torch.nn.functional.relu",
+                          "torch.utils.data.DataLoader", "torch.optim.lr_scheduler.StepLR",
+                          "Tensor.view", "Module.eval"}
+    assert mod.status("torch.nn.functional.relu") == "ok"
+    assert mod.status("torch.sparse_coo_tensor") == "refused"
+    assert mod.status("torch.onnx.export") == "refused"
+    assert mod.status("torch.nn.NoSuchLayer") == "MISSING"
+    assert mod.status("Tensor.no_such_method") == "MISSING"
+    assert mod.status("Optimizer.param_groups") == "ok"
+
+
+def test_variable_is_a_tensor_as_since_pytorch_0_4():
+    from rtxcore.autograd import Variable
+
+    t = rc.ones(2)
+    v = Variable(t, requires_grad=True)
+    assert type(v) is rc.Tensor and v is not t
+    assert v.requires_grad and v.is_leaf and not t.requires_grad
+    assert v.data_ptr() == t.data_ptr()
+    assert isinstance(t, Variable) and not isinstance([1.0], Variable)
+    b = rc.ones(2, requires_grad=True) * 2
+    assert Variable(b).grad_fn is None and not Variable(b).requires_grad
+    with pytest.raises(TypeError, match="Variable data has to be a tensor, but got list"):
+        Variable([1.0])
+    with pytest.warns(UserWarning, match="volatile was removed"):
+        Variable(t, volatile=True)

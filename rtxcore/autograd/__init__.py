@@ -25,6 +25,7 @@ _LAZY = {
     "once_differentiable": ("function", "once_differentiable"),
     "to_dot": ("graph", "to_dot"),
     "render": ("graph", "render"),
+    "Variable": ("variable_legacy", "Variable"),
 }
 
 __all__ = ["no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled",
