@@ -64,7 +64,7 @@ def setup(kind: str) -> None:
     if not PY.exists():
         print(f"creating {VENV}", flush=True)
         venv.EnvBuilder(with_pip=True).create(VENV)
-        run([str(PY), "-m", "pip", "install", "-q", "--upgrade", "pip"])
+        run([str(PY), "-m", "pip", "install", "--upgrade", "pip"])
     extras = EXTRAS[kind]
     packages = PACKAGES + (TEST_PACKAGES if kind == "test" else [])
     key = hashlib.sha256()
@@ -75,11 +75,16 @@ def setup(kind: str) -> None:
     if stamp.exists() and stamp.read_text() == key.hexdigest():
         return
     editable = [a for pkg in packages for a in ("-e", pkg)]
-    run([str(PY), "-m", "pip", "install", "-q", *editable, *extras], env=PIP_ENV)
+    # pip's own progress (each download, its bar), not -q: the first `dev.py test`
+    # fetches about 1.5 GB (README.md, "What dev.py installs") and would be
+    # minutes of silence
+    print(f"installing rtxcore (editable) and {len(extras)} packages for {kind!r}; "
+          "the first time takes a few minutes", flush=True)
+    run([str(PY), "-m", "pip", "install", *editable, *extras], env=PIP_ENV)
     if kind == "test" and _have_clblast():
         # optional: CLBlast's GEMM for the opencl backend (RTX_OPENCL_MATMUL=clblast);
         # pyclblast builds only where the CLBlast library is installed
-        run([str(PY), "-m", "pip", "install", "-q", "pyclblast>=1.4"])
+        run([str(PY), "-m", "pip", "install", "pyclblast>=1.4"])
     stamp.write_text(key.hexdigest())
 
 

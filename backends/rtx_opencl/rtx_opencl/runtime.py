@@ -13,6 +13,7 @@ kernels still using the old contents run before any that write the new ones.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from typing import Any
 
@@ -24,6 +25,11 @@ from rtxcore.dispatch import optional_import
 cl: Any = None  # pyopencl, once imported
 
 _lock = threading.RLock()
+# The first program build that takes longer than this (or real compiles adding
+# up to it) prints, once per process, that kernels are being compiled
+ANNOUNCE_AFTER_S = 0.5
+_announced = False
+_announce_lock = threading.Lock()
 _devices: list["Device"] | None = None
 _problem: str | None = None
 _skipped: list[str] = []  # devices left out, each with the reason
@@ -86,6 +92,7 @@ class Device:
         self._local = threading.local()  # .programs: this thread's kernel objects
         self.compile_seconds = 0.0  # total time spent building programs
         self.compiles = 0
+        self._compiled_seconds = 0.0  # of which real compiles (not PyOpenCL's disk cache)
 
     def __repr__(self) -> str:
         return f"opencl:{self.index}"
@@ -187,6 +194,13 @@ class Device:
         source = with_helpers(source)
         options = ["-cl-std=CL1.2"]
         t0 = time.perf_counter()
+        # a build that takes long is a compile, not PyOpenCL's disk cache (a few
+        # ms): say so once, while it runs (the first run on a device compiles for
+        # up to a minute, in silence otherwise)
+        timer = None if _announced else threading.Timer(ANNOUNCE_AFTER_S, self._announce)
+        if timer is not None:
+            timer.daemon = True
+            timer.start()
         try:
             prg = cl.Program(self.ctx, source).build(options=options)
         except cl.RuntimeError as exc:
@@ -195,9 +209,29 @@ class Device:
                 f"opencl:{self.index}: the kernel for {what} failed to build on {self.name}.\n"
                 f"compiler log:\n{log}\n--- source ---\n{_numbered(source)}"
             ) from None
-        self.compile_seconds += time.perf_counter() - t0
+        finally:
+            if timer is not None:
+                timer.cancel()
+        dt = time.perf_counter() - t0
+        self.compile_seconds += dt
         self.compiles += 1
+        info = getattr(prg, "_build_duration_info", None)  # (what, was_cached, seconds)
+        if not _announced and info is not None and not info[1]:
+            # many short compiles add up: say it once they pass the same mark
+            self._compiled_seconds += dt
+            if self._compiled_seconds > ANNOUNCE_AFTER_S:
+                self._announce()
         return prg
+
+    def _announce(self) -> None:
+        global _announced
+        with _announce_lock:
+            if _announced:
+                return
+            _announced = True
+        sys.stderr.write(f"opencl:{self.index} ({self.name}): compiling OpenCL kernels for this "
+                         "device, cached for later runs\n")
+        sys.stderr.flush()
 
 
 def _what(nbytes: int, what: Any) -> str:
