@@ -316,6 +316,11 @@ for _name, _prop in _p.PROPERTIES.items():
     setattr(T, _name, _prop)
 for _name in _p.METHODS:
     setattr(T, _name, getattr(_p, _name))
+from .ops import aliases as _al  # noqa: E402
+
+for _name in _al.METHODS:
+    setattr(T, _name, getattr(_al, _name))
+T.real = property(_al.real)
 T.where = _e.where_method
 T.contiguous = _v.contiguous_method
 T.prod = _r.prod_

@@ -12,6 +12,7 @@ import pytest
 import rtxcore as rc
 import rtxcore.nn as nn
 from rtxcore._unbuilt import OUT_OF_SCOPE, REASONS, UnbuiltAttributeError
+from rtxcore.autograd import gradcheck
 from rtxcore.ops.predicates import METHODS, NEVER
 
 try:
@@ -380,3 +381,72 @@ def test_variable_is_a_tensor_as_since_pytorch_0_4():
         Variable([1.0])
     with pytest.warns(UserWarning, match="volatile was removed"):
         Variable(t, volatile=True)
+
+
+# -- PyTorch's other names for ops rtxcore has (rtxcore/ops/aliases.py) ---------------
+
+_VALUES = [-1.5, -0.0, 0.0, 2.0, 0.25, float("inf"), -float("inf"), float("nan")]
+_UNARY = ["absolute", "negative", "positive", "sgn", "exp2", "deg2rad", "rad2deg", "isreal",
+          "isposinf", "isneginf", "conj", "resolve_conj", "resolve_neg", "real"]
+
+
+def _numpy_reference(name, a):
+    return {"absolute": np.abs, "negative": np.negative, "positive": lambda v: v,
+            "sgn": np.sign, "exp2": np.exp2, "deg2rad": lambda v: v * (np.pi / 180),
+            "rad2deg": lambda v: v * (180 / np.pi), "isreal": lambda v: np.ones(v.shape, bool),
+            "isposinf": np.isposinf, "isneginf": np.isneginf, "conj": lambda v: v,
+            "resolve_conj": lambda v: v, "resolve_neg": lambda v: v,
+            "real": lambda v: v}[name](a)
+
+
+@pytest.mark.parametrize("name", _UNARY)
+def test_alias_values_against_numpy(device, name):
+    a = np.array(_VALUES, np.float32)
+    x = rc.tensor(a, device=device)
+    want = _numpy_reference(name, a)
+    np.testing.assert_allclose(getattr(rc, name)(x).numpy(), want, rtol=1e-6)
+    method = x.real if name == "real" else getattr(x, name)()
+    np.testing.assert_allclose(method.numpy(), want, rtol=1e-6)
+
+
+@needs_torch
+@pytest.mark.parametrize("name", _UNARY)
+def test_alias_values_against_torch(name):
+    a = np.array(_VALUES, np.float32)
+    if name == "sgn":  # sign(NaN): NaN here (NumPy's), 0 in PyTorch (docs/porting.md)
+        a = a[~np.isnan(a)]
+    got, want = getattr(rc, name)(rc.tensor(a)), getattr(torch, name)(torch.tensor(a))
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    assert got.dtype.name == str(want.dtype).removeprefix("torch.")
+
+
+def test_alias_in_place_forms(device):
+    y = rc.full((3,), 4.0, device=device)
+    assert y.multiply_(2) is y and y.subtract_(1, alpha=2) is y and y.divide_(3) is y
+    assert y.true_divide_(2) is y and y.negative_() is y and y.absolute_() is y
+    np.testing.assert_allclose(y.numpy(), [1.0, 1.0, 1.0])
+    z = rc.tensor([7.0], device=device)
+    z.divide_(2, rounding_mode="floor")
+    assert z.item() == 3.0
+
+
+def test_alias_gradients():
+    x = rc.tensor(np.linspace(-1, 1, 5), dtype=rc.float64, requires_grad=True)
+    for fn in (rc.exp2, rc.deg2rad, rc.rad2deg, rc.absolute, rc.negative,
+               lambda v: rc.std_mean(v.reshape(1, 5), 1)[0],
+               lambda v: rc.std_mean(v, 0, correction=0)[1]):
+        assert gradcheck(fn, (x,))
+
+
+def test_std_mean_and_get_device(device):
+    a = np.arange(12.0).reshape(3, 4)
+    s, m = rc.std_mean(rc.tensor(a, device=device), 1, keepdim=True)
+    np.testing.assert_allclose(s.numpy(), a.std(1, ddof=1, keepdims=True))
+    np.testing.assert_allclose(m.numpy(), a.mean(1, keepdims=True))
+    x = rc.ones(1, device=device)
+    assert x.get_device() == (-1 if x.device.type == "cpu" else (x.device.index or 0))
+
+
+def test_positive_of_bool_is_refused_as_in_pytorch():
+    with pytest.raises(TypeError, match="bool tensor"):
+        rc.positive(rc.ones(1, dtype=rc.bool))
