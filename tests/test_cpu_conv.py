@@ -1,9 +1,10 @@
 """The cpu backend's conv2d kernels (``rtx_cpu.conv_kernels``) called as the core
 calls them, on NumPy arrays: the forward (output and im2col matrix), the input
-gradient by both of its paths (stride-1 correlation and col2im) and the weight
-gradient, against a float64 NumPy reference written here and, where it imports,
-PyTorch's conv2d and its gradients; float16/32/64, asymmetric and large padding,
-strides, dilation, batches cut into several chunks, non-contiguous operands.
+gradient by each of its paths (stride-1 correlation, col2im channel-major and
+channels-last) and the weight gradient, against a float64 NumPy reference
+written here and, where it imports, PyTorch's conv2d and its gradients;
+float16/32/64, asymmetric and large padding, strides, dilation, batches cut into
+several chunks, non-contiguous operands.
 And the same through ``rtxcore.nn.functional.conv2d`` on cpu."""
 
 from __future__ import annotations
@@ -93,6 +94,8 @@ def run_kernels(x, w, b, g, stride, pads, dil, dx_path=None):
         K.conv2d_input_grad(dx, g, w, stride, pads, dil)
     elif dx_path == "correlate":
         K._input_grad_correlate(dx, g, w, pads, dil)
+    elif dx_path == "col2im_cl":
+        K._input_grad_col2im_cl(dx, g, w, stride, pads, dil)
     else:
         K._input_grad_col2im(dx, g, w, stride, pads, dil)
     dw = np.empty(w.shape, w.dtype)
@@ -135,6 +138,9 @@ CASES = [
     ((3, 1, 8, 8), (6, 4, 4), (2, 2), (1, 1, 1, 1), (1, 1)),  # DCGAN's first layer
     ((2, 2, 6, 6), (9, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),  # OC > 2C: col2im at stride 1
     ((2, 4, 7, 7), (2, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),  # 1x1
+    ((2, 8, 10, 9), (16, 4, 4), (2, 2), (1, 1, 1, 1), (1, 1)),  # col2im channels-last
+    ((3, 9, 11, 10), (5, 3, 2), (2, 1), (0, 2, 1, 0), (2, 3)),  # ... asymmetric, dilated
+    ((2, 8, 6, 7), (20, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),  # ... at stride 1 (OC > 2C)
 ]
 
 
@@ -166,22 +172,24 @@ def test_kernels_against_reference(case, dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64], ids=lambda d: d.__name__)
-@pytest.mark.parametrize("case", [c for c in CASES if c[2] == (1, 1)], ids=str)
+@pytest.mark.parametrize("case", CASES, ids=str)
 def test_input_grad_paths_agree(case, dtype):
-    """Stride 1: the correlation and col2im paths both give the reference's gradient."""
+    """Every path of the input gradient that takes the case (the correlation only
+    at stride 1; col2im channel-major and channels-last at any) gives the
+    reference's gradient."""
     x, w, b, g = _data(case, dtype, seed=1)
     _, _, stride, pads, dil = case
     rdx, _ = ref_grads(x, w, g, stride, pads, dil)
-    for path in ("correlate", "col2im"):
+    for path in ("correlate", "col2im", "col2im_cl")[stride != (1, 1):]:
         _, _, dx, _ = run_kernels(x, w, b, g, stride, pads, dil, dx_path=path)
         close(dx, rdx, dtype, f"input grad by {path}")
 
 
-@pytest.mark.parametrize("path", ["correlate", "col2im"])
+@pytest.mark.parametrize("path", ["correlate", "col2im", "col2im_cl"])
 def test_chunks_and_layouts(monkeypatch, path):
     """A batch cut into chunks of several images, a last chunk shorter than the
     others, and non-contiguous x, weight and g."""
-    monkeypatch.setattr(K, "_CHUNK", 3 * 45 * 64)  # chunks of 5, 3 and 5 images (fwd, dx, col2im)
+    monkeypatch.setattr(K, "_CHUNK", 3 * 45 * 64)  # chunks of 5, 3 and 5 images
     case = ((7, 3, 8, 8), (5, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1))
     x, w, b, g = _data(case, np.float32, seed=2)
     xs = np.asfortranarray(x)  # a different layout: as_strided's windows must follow it
