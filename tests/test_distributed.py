@@ -46,10 +46,11 @@ def test_every_collective_on_cpu_and_opencl_matches_numpy(n):
 
 
 def test_collectives_with_all_reduces_in_pieces():
-    # every all-reduce over 32 bytes in 16-byte pieces, blocking and not
+    # the conformance's 600 KB all-reduces in 64 KB pieces (the smallest allowed),
+    # blocking and not
     import os
 
-    env = dict(os.environ, RTX_MPI_ALLREDUCE_CHUNK="16")
+    env = dict(os.environ, RTX_MPI_ALLREDUCE_CHUNK="65536")
     res = subprocess.run([sys.executable, "-m", "rtxcore.distributed.run", "-n", "2", "-m",
                           "rtxcore.distributed.conformance", "--backend", "mpi",
                           "--devices", "cpu"], capture_output=True, text=True, timeout=240, env=env)

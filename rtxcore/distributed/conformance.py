@@ -141,6 +141,16 @@ def collectives(devices: list[str]) -> None:
         assert w.result() == (r + 1) % n, (w.result(), (r + 1) % n)
         close(y, data((r + 1) % n, (4,), "float32"), f"irecv from any source on {dev}")
         dist.barrier()
+    # a large all-reduce (600 KB: in pieces where the backend splits large ones,
+    # e.g. mpi's RTX_MPI_ALLREDUCE_CHUNK), blocking and not, with an odd tail
+    every = np.stack([data(k, (150_001,), "float32", salt=9) for k in range(n)])
+    for op, want in (("SUM", every.sum(0)), ("MAX", every.max(0))):
+        x = rc.tensor(every[r])
+        dist.all_reduce(x, op=getattr(dist.ReduceOp, op))
+        close(x, want, f"a 600 KB all_reduce {op}")
+        x = rc.tensor(every[r])
+        dist.all_reduce(x, op=getattr(dist.ReduceOp, op), async_op=True).wait()
+        close(x, want, f"a 600 KB async all_reduce {op}")
     # a subgroup of the ranks but the last
     sub = dist.new_group(list(range(n - 1)))
     if r < n - 1:

@@ -181,8 +181,9 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     if rank not in (-1, None) and rank != comm.rank:
         raise ValueError(f"rank={rank}, but the launcher gave this process rank {comm.rank}")
     _state.backend = impl
-    _state.debug = os.environ.get("RTX_DISTRIBUTED_DEBUG", "").strip().upper() in (
-        "1", "DETAIL", "INFO", "TRUE", "YES")
+    from .env import env_flag
+
+    _state.debug = bool(env_flag("RTX_DISTRIBUTED_DEBUG"))
     world = ProcessGroup(comm, impl.name, list(range(comm.size)), seconds)
     GroupMember.WORLD = world
     _state.groups = [world]

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..dispatch.comm import (CommBackend, CommBackendUnavailable, Communicator,
                              started_by_mpi_launcher)
+from .env import allreduce_chunk
 
 _INSTALL = "pip install 'rtxcore[mpi]'   (mpi4py and the mpich wheel, which brings mpiexec)"
 
@@ -58,8 +59,9 @@ class _Request:
 # this 2-core machine: 8.6 GB/s bus bandwidth at 4 MB, 2.3 at 64 MB, one 48 MB
 # call 21 ms against 6.9 ms as 2 MB pieces); over a network a 2 MB piece is
 # already long enough to run at full bandwidth. RTX_MPI_ALLREDUCE_CHUNK (bytes,
-# 0: never) overrides.
-CHUNK = int(os.environ.get("RTX_MPI_ALLREDUCE_CHUNK", 2 << 20))
+# 0: never; checked by env.allreduce_chunk) overrides, read when the first
+# communicator opens.
+CHUNK = 2 << 20
 
 
 class _Chunked:
@@ -244,5 +246,7 @@ class MPIBackend(CommBackend):
         reason = self.unavailable_reason()
         if reason is not None:
             raise CommBackendUnavailable(f"the mpi backend can't run: {reason}")
+        global CHUNK
+        CHUNK = allreduce_chunk()  # refuses a value out of range, naming the variable
         MPI = _mpi()
         return MPICommunicator(MPI.COMM_WORLD)

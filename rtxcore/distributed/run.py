@@ -44,7 +44,9 @@ INSTALL = "pip install 'rtxcore[mpi]'   (mpi4py and the mpich wheel, which bring
 
 def find_mpiexec() -> str | None:
     """The launcher: $RTX_MPIEXEC, the mpiexec beside this Python, or PATH's."""
-    env = os.environ.get("RTX_MPIEXEC")
+    from .env import mpiexec_override
+
+    env = mpiexec_override()  # a path that is no executable is refused, naming the variable
     if env:
         return env
     for name in ("mpiexec", "mpirun"):
@@ -243,7 +245,11 @@ def main(argv: list[str]) -> int:
     if rest[0] != "-m" and not Path(rest[0]).exists():
         print(f"rtxcore.distributed.run: no such script: {rest[0]}", file=sys.stderr)
         return 2
-    mpiexec = find_mpiexec()
+    try:
+        mpiexec = find_mpiexec()
+    except ValueError as exc:
+        print(f"rtxcore.distributed.run: {exc}", file=sys.stderr)
+        return 2
     if mpiexec is None:
         print(f"rtxcore.distributed.run: no mpiexec found (next to {sys.executable} or on PATH).\n"
               f"Install MPI with: {INSTALL}\nor set RTX_MPIEXEC to your MPI's launcher.",
