@@ -105,6 +105,25 @@ def test_a_failing_rank_ends_the_job_naming_it(mode, code, says):
     assert took < 30, f"{mode}: the job took {took:.1f} s to end"
 
 
+@pytest.mark.parametrize("mode", ["leave", "leave_end"])
+def test_a_rank_that_leaves_early_ends_the_job_promptly_naming_it(mode):
+    # the world's timeout is 10 minutes: the job must end long before
+    t0 = time.monotonic()
+    res = launch(2, "fault", mode, "600", timeout=120)
+    took = time.monotonic() - t0
+    assert res.returncode == 1, (res.returncode, res.stderr)
+    assert "rank 0: all_reduce" in res.stderr, res.stderr
+    assert "can't finish: rank 1 ended its program without destroy_process_group()" in res.stderr
+    assert took < 60, f"{mode}: the job took {took:.1f} s to end"
+
+
+def test_a_rank_may_work_on_alone_after_the_others_ended():
+    res = launch(2, "fault", "later", "600", timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "OK rank 0 finished alone" in res.stdout, (res.stdout, res.stderr)
+    assert "aborting" not in res.stderr
+
+
 def test_plain_mpiexec_and_sys_exit_abort_too():
     mpiexec = launcher.find_mpiexec()
     res = subprocess.run([mpiexec, "-n", "2", sys.executable, WORKER, "fault", "exit"],

@@ -116,6 +116,19 @@ class Communicator:
         """End every process of the job with exit status ``code``, now."""
         raise NotImplementedError
 
+    # -- a rank leaving while the others may still wait for it (optional) -------
+    def announce_exit(self) -> None:
+        """Tell every other rank, without blocking, that this process is ending
+        its program while the group is alive (no ``destroy_process_group()``).
+        Called on the world communicator only. Optional: without it, a rank left
+        waiting for this one is ended by the watchdog's timeout instead."""
+
+    def exited_ranks(self) -> list[int]:
+        """The ranks whose ``announce_exit()`` arrived since the last call; never
+        blocks. Called from the watchdog's thread while a collective waits, so a
+        backend that can't be called from a second thread returns []."""
+        return []
+
     def free(self) -> None:
         """Release the communicator (``destroy_process_group``)."""
 

@@ -10,7 +10,14 @@ a world of more than one process exists, rtxcore installs:
   the job with that status (``python -m rtxcore.distributed.run`` also catches
   ``raise SystemExit(n)`` and exceptions around the whole script);
 - a watchdog thread: a collective (or a ``Work.wait()``) still running after
-  the process group's ``timeout`` prints which one, on which rank, and aborts.
+  the process group's ``timeout`` prints which one, on which rank, and aborts;
+- a rank that ends its program normally (exit status 0, or the end of the
+  script) while the process group is alive — without ``destroy_process_group()``
+  — tells the others so (``Communicator.announce_exit``). A rank then waiting in
+  a collective for ``LEFT_GRACE`` seconds after such a notice aborts the job,
+  naming the collective and the rank that left, instead of waiting out the
+  timeout. Ranks not waiting are left alone: several ranks may end one after the
+  other, and a rank may go on with work of its own after the others ended.
 """
 
 from __future__ import annotations
@@ -24,8 +31,13 @@ from typing import Any, Callable
 
 _installed = False
 _abort: Callable[[int], None] | None = None
+_announce: Callable[[], None] | None = None
 _rank = 0
 _exit_code: list[Any] = [None]
+
+# how long a collective may still wait once a rank of the job has left: a
+# collective that doesn't need the leaver (a subgroup's) finishes in that time
+LEFT_GRACE = 5.0
 
 
 def _say(msg: str) -> None:
@@ -52,10 +64,12 @@ def abort(code: int, why: str) -> None:
     os._exit(code)
 
 
-def install(rank: int, abort_fn: Callable[[int], None]) -> None:
-    """Called by ``init_process_group`` for a world of more than one process."""
-    global _installed, _abort, _rank
-    _abort, _rank = abort_fn, rank
+def install(rank: int, abort_fn: Callable[[int], None],
+            announce_exit: Callable[[], None] | None = None) -> None:
+    """Called by ``init_process_group`` for a world of more than one process;
+    ``announce_exit`` tells the other ranks this one ends while the world is alive."""
+    global _installed, _abort, _rank, _announce
+    _abort, _rank, _announce = abort_fn, rank, announce_exit
     if _installed:
         return
     _installed = True
@@ -76,6 +90,11 @@ def install(rank: int, abort_fn: Callable[[int], None]) -> None:
     def at_exit() -> None:
         code = _exit_code[0]
         if code is None or code == 0:
+            if _announce is not None:  # the world is still alive: say we are gone
+                try:
+                    _announce()
+                except Exception:
+                    pass
             return
         abort(code if isinstance(code, int) else 1, f"exited with status {code!r}")
 
@@ -90,8 +109,10 @@ class Watchdog:
     watched beside the main thread's collective). Costs a dict write and a
     delete per collective."""
 
-    def __init__(self, timeout: float) -> None:
+    def __init__(self, timeout: float, exited: Callable[[], list[int]] | None = None) -> None:
         self.timeout = timeout
+        self.exited = exited  # polls the ranks that ended their program (see install)
+        self.left: dict[int, float] = {}  # rank -> when its notice arrived
         self.waiting: dict[int, tuple[Any, float]] = {}  # thread id -> (what, since)
         self._thread = threading.Thread(target=self._run, name="rtxcore-distributed-watchdog",
                                         daemon=True)
@@ -115,6 +136,17 @@ class Watchdog:
             shortest = min([self.timeout] + [t for _, _, t in waits])
             time.sleep(min(1.0, max(0.05, shortest / 10)))
             now = time.monotonic()
+            if waits and self.exited is not None:
+                for r in self.exited():
+                    self.left.setdefault(r, now)
+            if waits and self.left:
+                r, seen = min(self.left.items(), key=lambda kv: kv[1])
+                for what, since, _ in waits:
+                    if now - max(since, seen) > LEFT_GRACE:
+                        abort(1, f"{what} can't finish: rank {r} ended its program without "
+                                 "destroy_process_group() and will not take part; the job ends "
+                                 "here instead of waiting out the timeout (every rank must make "
+                                 "the same collective calls)")
             for what, since, limit in waits:
                 if now - since > limit:
                     abort(1, f"{what} did not finish within the process group's timeout "

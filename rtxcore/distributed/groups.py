@@ -188,8 +188,16 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     GroupMember.WORLD = world
     _state.groups = [world]
     if comm.size > 1:
-        faults.install(comm.rank, comm.abort)
-        _state.watchdog = faults.Watchdog(seconds)
+        faults.install(comm.rank, comm.abort, _announce_exit)
+        _state.watchdog = faults.Watchdog(seconds, comm.exited_ranks)
+
+
+def _announce_exit() -> None:
+    """At exit: tell the other ranks this one is gone, if the world still exists
+    (``destroy_process_group()`` is the clean way out and announces nothing)."""
+    world = GroupMember.WORLD
+    if world is not None:
+        world.comm.announce_exit()
 
 
 def destroy_process_group(group: ProcessGroup | None = None) -> None:

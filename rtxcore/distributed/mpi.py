@@ -9,7 +9,7 @@ send/recv) travels as bytes, so every dtype NumPy carries goes through.
 
 from __future__ import annotations
 
-import os
+import time
 from typing import Any, Sequence
 
 import numpy as np
@@ -209,6 +209,32 @@ class MPICommunicator(Communicator):
     def abort(self, code: int) -> None:
         _mpi().COMM_WORLD.Abort(code)
 
+    # exit notices travel on a communicator of their own (a duplicate of the
+    # world's, made by world()), so they never match a collective's messages
+    exit_channel: Any = None
+    _EXIT_TAG = 7
+
+    def announce_exit(self) -> None:
+        ch = self.exit_channel
+        if ch is None:
+            return
+        note = np.ones(1, np.uint8)
+        reqs = [ch.Isend(note, r, self._EXIT_TAG) for r in range(self.size) if r != self.rank]
+        MPI, deadline = _mpi(), time.monotonic() + 1.0
+        while not MPI.Request.Testall(reqs) and time.monotonic() < deadline:
+            time.sleep(0.001)  # a one-byte message leaves at once (eager): this is brief
+
+    def exited_ranks(self) -> list[int]:
+        ch = self.exit_channel
+        if ch is None or not self.threads_ok():
+            return []
+        MPI = _mpi()
+        out, status, note = [], MPI.Status(), np.empty(1, np.uint8)
+        while ch.Iprobe(MPI.ANY_SOURCE, self._EXIT_TAG, status):
+            ch.Recv(note, status.Get_source(), self._EXIT_TAG)
+            out.append(status.Get_source())
+        return out
+
     @staticmethod
     def threads_ok() -> bool:
         """Whether MPI may be called from several threads at once (DDP's progress thread)."""
@@ -217,6 +243,9 @@ class MPICommunicator(Communicator):
 
     def free(self) -> None:
         MPI = _mpi()
+        if self.exit_channel is not None:
+            self.exit_channel.Free()
+            self.exit_channel = None
         if self.comm != MPI.COMM_WORLD and self.comm != MPI.COMM_NULL:
             self.comm.Free()
 
@@ -249,4 +278,7 @@ class MPIBackend(CommBackend):
         global CHUNK
         CHUNK = allreduce_chunk()  # refuses a value out of range, naming the variable
         MPI = _mpi()
-        return MPICommunicator(MPI.COMM_WORLD)
+        world = MPICommunicator(MPI.COMM_WORLD)
+        if world.size > 1:  # (collective: every rank opens its world together)
+            world.exit_channel = MPI.COMM_WORLD.Dup()
+        return world

@@ -152,7 +152,21 @@ def fault(mode: str) -> None:
             time.sleep(120)
         if mode == "mismatch":
             dist.all_reduce(rc.ones(5))
+        if mode == "leave":  # an off-by-one: rank 1's loop ends a step early
+            sys.exit(0)
+        if mode == "leave_end":  # the script simply ends on rank 1
+            raise _EndOfScript
+    if mode == "later":  # rank 0 works on alone after rank 1 ended: nothing aborts
+        if r == 1:
+            raise _EndOfScript
+        time.sleep(8)
+        print("OK rank 0 finished alone", flush=True)
+        raise _EndOfScript
     dist.all_reduce(rc.ones(3))
+
+
+class _EndOfScript(Exception):
+    """Ends this rank's program the way the end of a script does (caught in main)."""
 
 
 def objects() -> None:
@@ -224,7 +238,10 @@ def main() -> None:
         unused()
         sampler()
     elif scenario == "fault":
-        fault(args[0])
+        try:
+            fault(args[0])
+        except _EndOfScript:
+            return  # the end of the script, with the process group alive
     elif scenario == "objects":
         objects()
     elif scenario == "zero_checkpoint":
