@@ -55,6 +55,10 @@ class Communicator:
 
     rank: int = 0
     size: int = 1
+    # True where a request completes with nobody calling test() (a network card
+    # or a GPU moves the data; sim's model): DDP then starts each bucket's
+    # all-reduce non-blocking even without a progress thread
+    progresses_alone: bool = False
 
     # -- collectives (every rank of the group calls them, in the same order) ---
     def all_reduce(self, buf: Any, op: str, async_: bool) -> Any:

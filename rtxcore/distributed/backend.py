@@ -101,8 +101,9 @@ class SelfBackend(CommBackend):
 
 def builtin_backends() -> list[type[CommBackend]]:
     from .mpi import MPIBackend
+    from .sim import SimBackend
 
-    return [MPIBackend]
+    return [MPIBackend, SimBackend]
 
 
 def comm_backends() -> dict[str, type[CommBackend]]:

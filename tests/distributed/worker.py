@@ -6,6 +6,7 @@ rank aborts the job, so the test sees a non-zero exit) and rank 0 prints
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -231,7 +232,9 @@ def zero_checkpoint(path: str) -> None:
 def main() -> None:
     scenario, args = sys.argv[1], sys.argv[2:]
     timeout = float(args[1]) if scenario == "fault" and len(args) > 1 else None
-    dist.init_process_group(timeout=timeout)
+    # RTX_TEST_COMM_BACKEND: run the scenario on another backend (sim: mpi with a
+    # modelled network), which must give the same results
+    dist.init_process_group(os.environ.get("RTX_TEST_COMM_BACKEND") or None, timeout=timeout)
     if scenario == "ddp":
         ddp(args[0], args[1])
     elif scenario == "unused":

@@ -166,6 +166,11 @@ class DistributedDataParallel(Module):
         threads_ok = getattr(self._pg.comm, "threads_ok", None)
         self._progress = _Progress() if threads_ok is not None and threads_ok() and \
             _spare_cpu(self._pg.size()) else None
+        # buckets' all-reduces start non-blocking (overlapping the rest of backward)
+        # where something moves them meanwhile: the progress thread, or a backend
+        # whose requests complete by themselves (sim's modelled network)
+        self._overlap = self._progress is not None or \
+            bool(getattr(self._pg.comm, "progresses_alone", False))
         self._sync_state()
         self._handles = [p.register_post_accumulate_grad_hook(self._grad_ready) for p in params]
 
@@ -276,7 +281,7 @@ class DistributedDataParallel(Module):
                 # move it before the wait anyway, and the blocking call is the
                 # fast one (a large all-reduce runs in pieces, see distributed.mpi)
                 b.work = dist.all_reduce(b.buf, op=dist.ReduceOp.SUM, group=self.process_group,
-                                         async_op=self._progress is not None)
+                                         async_op=self._overlap)
                 self._next += 1
                 if self._progress is not None and self._next < len(buckets):
                     self._progress.add(b.work)  # more backward to overlap with
