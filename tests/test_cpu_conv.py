@@ -246,3 +246,40 @@ def test_functional_conv2d_on_cpu(dtype):
     close(tx.grad.numpy(), rdx, npdt, "input grad")
     close(tw.grad.numpy(), rdw, npdt, "weight grad")
     close(tb.grad.numpy(), g.astype(np.float64).sum((0, 2, 3)), npdt, "bias grad")
+
+
+# -- threads -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["correlate", "col2im", "col2im_cl"])
+def test_same_bits_on_any_thread_count(monkeypatch, path):
+    """A batch split over 1, 2 and 4 threads (each thread's chunks with one BLAS
+    thread) gives the single run's bits: output, cols and input gradient."""
+    pytest.importorskip("threadpoolctl")
+    monkeypatch.setattr(K, "_SPLIT_MIN", 0)
+    monkeypatch.setattr(K, "_CHUNK", 2 * 64 * 64)  # chunks of one or two images
+    splits = []
+    real_run = K._run
+
+    def spy(fn, calls):
+        splits.append(len(calls))
+        return real_run(fn, calls)
+
+    monkeypatch.setattr(K, "_run", spy)
+    stride = (1, 1) if path == "correlate" else (2, 2)
+    case = ((9, 8, 12, 12), (8, 3, 3), stride, (1, 1, 1, 1), (1, 1))
+    x, w, b, g = _data(case, np.float32, seed=5)
+    old = rc.get_num_threads()
+    got = {}
+    try:
+        for t in (1, 2, 4):
+            rc.set_num_threads(t)
+            got[t] = run_kernels(x, w, b, g, stride, (1, 1, 1, 1), (1, 1), dx_path=path)
+    finally:
+        rc.set_num_threads(old)
+    assert max(splits) > 1  # the batch was split
+    for t in (2, 4):
+        for a, z in zip(got[1], got[t]):
+            np.testing.assert_array_equal(a, z)
+    rdx, _ = ref_grads(x, w, g, stride, (1, 1, 1, 1), (1, 1))
+    close(got[2][2], rdx, np.float32, "input grad on 2 threads")

@@ -33,10 +33,14 @@ once, where it is written.
 
 from __future__ import annotations
 
-from typing import Any
+import threading
+from typing import Any, Callable
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
+
+from .fused import threads
+from .parallel import _WORKER, _bounds, _run
 
 # elements of a chunk's column block at most (float32: 1 MB, the size of this
 # machine's L2), and the batch is cut into chunks of whole images below that (at
@@ -47,6 +51,51 @@ _CHUNK = 1 << 18
 # col2im runs channels-last from this many input channels (a run of C elements a
 # position; below, the channel-major runs of OW are longer)
 _CL_MIN_C = 8
+
+
+# a call splits its batch over the threads from this many multiply-adds (below,
+# handing a part to a worker costs more than it saves)
+_SPLIT_MIN = 1 << 24
+_blas: list[Any] | None = None
+
+
+def _blas_controllers() -> list[Any]:
+    """threadpoolctl's controllers of NumPy's BLAS (empty without threadpoolctl)."""
+    global _blas
+    if _blas is None:
+        try:
+            from threadpoolctl import ThreadpoolController
+
+            _blas = list(ThreadpoolController().select(user_api="blas").lib_controllers)
+        except Exception:  # not installed, or a BLAS it can't drive
+            _blas = []
+    return _blas
+
+
+def _over_images(part: Callable[[int, int], None], n: int, nb: int, macs: int) -> None:
+    """``part(lo, hi)`` over the images range(n): one call, or (a large call, on
+    more than one thread, with threadpoolctl to drive BLAS) a run of whole
+    chunks of nb images per thread, each thread's BLAS calls single-threaded for
+    the while. Each image's products are then the very calls the single run
+    makes (same chunks, same shapes), so the bits are the same for any thread
+    count; and the im2col copies and adds, which BLAS's own threads don't
+    share, run on both cores. (Many small products on BLAS's threads also wait
+    on a busy machine's scheduler at every call.)"""
+    t = threads()
+    chunks = -(-n // nb)
+    if t <= 1 or chunks < 2 or macs < _SPLIT_MIN or \
+            threading.current_thread().name.startswith(_WORKER) or not _blas_controllers():
+        part(0, n)
+        return
+    libs = _blas_controllers()
+    before = [lib.get_num_threads() for lib in libs]
+    for lib in libs:
+        lib.set_num_threads(1)
+    try:
+        _run(part, _bounds(n, min(t, chunks), nb))
+    finally:
+        for lib, k in zip(libs, before):
+            lib.set_num_threads(k)
 
 
 def _chunk(n: int, per_image: int) -> int:
@@ -115,29 +164,33 @@ def conv2d(out: np.ndarray, cols: np.ndarray, x: np.ndarray, weight: np.ndarray,
     wt = _work(weight.dtype)
     w2 = np.ascontiguousarray(weight.reshape(oc, k), wt)
     nb = _chunk(n, k * p)
-    padder = _Padder(nb, c, h, w, padding, x.dtype) if any(padding) else None
-    # the chunk's im2col matrix, compact (and so in cache for the product), copied
-    # into its columns of cols after the product
-    buf = np.empty((k, nb * p), wt)
     b3 = None if bias is None else bias.reshape(oc, 1, 1)
-    for b0 in range(0, n, nb):
-        b1 = min(n, b0 + nb)
-        m = b1 - b0
-        xb = x[b0:b1] if padder is None else padder.fill(x[b0:b1])
-        cb = buf[:, :m * p]
-        np.copyto(cb.reshape(c, kh, kw, m, oh, ow),
-                  _windows(xb, kh, kw, oh, ow, stride, dilation))
-        if m == 1 and out[b0].flags.c_contiguous:  # the image's (OC, OH*OW) output
-            _matmul_into(out[b0].reshape(oc, p), w2, cb)
-            if b3 is not None:
-                np.add(out[b0], b3, out=out[b0], casting="unsafe")
-        else:
-            y = (w2 @ cb).reshape(oc, m, oh, ow).transpose(1, 0, 2, 3)
-            if b3 is None:
-                np.copyto(out[b0:b1], y, casting="unsafe")
+
+    def part(lo: int, hi: int) -> None:
+        padder = _Padder(nb, c, h, w, padding, x.dtype) if any(padding) else None
+        # the chunk's im2col matrix, compact (and so in cache for the product),
+        # copied into its columns of cols after the product
+        buf = np.empty((k, nb * p), wt)
+        for b0 in range(lo, hi, nb):
+            b1 = min(hi, b0 + nb)
+            m = b1 - b0
+            xb = x[b0:b1] if padder is None else padder.fill(x[b0:b1])
+            cb = buf[:, :m * p]
+            np.copyto(cb.reshape(c, kh, kw, m, oh, ow),
+                      _windows(xb, kh, kw, oh, ow, stride, dilation))
+            if m == 1 and out[b0].flags.c_contiguous:  # the image's (OC, OH*OW) output
+                _matmul_into(out[b0].reshape(oc, p), w2, cb)
+                if b3 is not None:
+                    np.add(out[b0], b3, out=out[b0], casting="unsafe")
             else:
-                np.add(y, b3, out=out[b0:b1], casting="unsafe")
-        np.copyto(cols[:, b0 * p:b1 * p], cb, casting="unsafe")
+                y = (w2 @ cb).reshape(oc, m, oh, ow).transpose(1, 0, 2, 3)
+                if b3 is None:
+                    np.copyto(out[b0:b1], y, casting="unsafe")
+                else:
+                    np.add(y, b3, out=out[b0:b1], casting="unsafe")
+            np.copyto(cols[:, b0 * p:b1 * p], cb, casting="unsafe")
+
+    _over_images(part, n, nb, oc * k * p * n)
 
 
 def _input_grad_correlate(dx: np.ndarray, g: np.ndarray, weight: np.ndarray,
@@ -156,21 +209,27 @@ def _input_grad_correlate(dx: np.ndarray, g: np.ndarray, weight: np.ndarray,
     # (C, OC*kh*kw): row c, column (o, i, j) = weight[o, c, kh-1-i, kw-1-j]
     w2 = np.ascontiguousarray(weight[:, :, ::-1, ::-1].transpose(1, 0, 2, 3), wt).reshape(c, k)
     nb = _chunk(n, k * p)
-    # g's rows land so that gq row u + i*dh feeds dx row u: g (OH rows) padded by
-    # eh - pt on top and eh - pb below (cropped where that is negative)
-    padder = _Padder(nb, oc, g.shape[2], g.shape[3], (eh - pt, eh - pb, ew - pl, ew - pr), wt)
-    gcols = np.empty((k, nb * p), wt)
-    for b0 in range(0, n, nb):
-        b1 = min(n, b0 + nb)
-        gq = padder.fill(g[b0:b1])
-        cb = gcols[:, :(b1 - b0) * p]
-        np.copyto(cb.reshape(oc, kh, kw, b1 - b0, h, w),
-                  _windows(gq, kh, kw, h, w, (1, 1), dilation))
-        if b1 - b0 == 1 and dx[b0].flags.c_contiguous:
-            _matmul_into(dx[b0].reshape(c, p), w2, cb)
-        else:
-            y = (w2 @ cb).reshape(c, b1 - b0, h, w).transpose(1, 0, 2, 3)
-            np.copyto(dx[b0:b1], y, casting="unsafe")
+
+    def part(lo: int, hi: int) -> None:
+        # g's rows land so that gq row u + i*dh feeds dx row u: g (OH rows) padded
+        # by eh - pt on top and eh - pb below (cropped where that is negative)
+        padder = _Padder(nb, oc, g.shape[2], g.shape[3], (eh - pt, eh - pb, ew - pl, ew - pr),
+                         wt)
+        gcols = np.empty((k, nb * p), wt)
+        for b0 in range(lo, hi, nb):
+            b1 = min(hi, b0 + nb)
+            m = b1 - b0
+            gq = padder.fill(g[b0:b1])
+            cb = gcols[:, :m * p]
+            np.copyto(cb.reshape(oc, kh, kw, m, h, w),
+                      _windows(gq, kh, kw, h, w, (1, 1), dilation))
+            if m == 1 and dx[b0].flags.c_contiguous:
+                _matmul_into(dx[b0].reshape(c, p), w2, cb)
+            else:
+                y = (w2 @ cb).reshape(c, m, h, w).transpose(1, 0, 2, 3)
+                np.copyto(dx[b0:b1], y, casting="unsafe")
+
+    _over_images(part, n, nb, c * k * p * n)
 
 
 def _input_grad_col2im(dx: np.ndarray, g: np.ndarray, weight: np.ndarray,
@@ -193,24 +252,28 @@ def _input_grad_col2im(dx: np.ndarray, g: np.ndarray, weight: np.ndarray,
     hr, wr = hspan + dh * (kh - 1), wspan + dw * (kw - 1)
     hb, wb = max(hr, pt + h), max(wr, pl + w)
     direct = not any(padding) and dx.dtype == wt and hb == h and wb == w
-    dxp = None if direct else np.empty((nb, c, hb, wb), wt)
-    for b0 in range(0, n, nb):
-        b1 = min(n, b0 + nb)
-        m = b1 - b0
-        gb = g[b0:b1]
-        rows = gb.reshape(oc, p) if m == 1 else \
-            np.ascontiguousarray(gb.transpose(1, 0, 2, 3)).reshape(oc, m * p)
-        d6 = (w2t @ rows.astype(wt, copy=False)).reshape(c, kh, kw, m, oh, ow)
-        acc = dx[b0:b1] if dxp is None else dxp[:m]
-        acc[...] = 0
-        for i in range(kh):
-            r0 = i * dh
-            for j in range(kw):
-                c0 = j * dw
-                dst = acc[:, :, r0:r0 + hspan:sh, c0:c0 + wspan:sw]
-                np.add(dst, d6[:, i, j].transpose(1, 0, 2, 3), out=dst)
-        if dxp is not None:
-            np.copyto(dx[b0:b1], acc[:, :, pt:pt + h, pl:pl + w], casting="unsafe")
+
+    def part(lo: int, hi: int) -> None:
+        dxp = None if direct else np.empty((nb, c, hb, wb), wt)
+        for b0 in range(lo, hi, nb):
+            b1 = min(hi, b0 + nb)
+            m = b1 - b0
+            gb = g[b0:b1]
+            rows = gb.reshape(oc, p) if m == 1 else \
+                np.ascontiguousarray(gb.transpose(1, 0, 2, 3)).reshape(oc, m * p)
+            d6 = (w2t @ rows.astype(wt, copy=False)).reshape(c, kh, kw, m, oh, ow)
+            acc = dx[b0:b1] if dxp is None else dxp[:m]
+            acc[...] = 0
+            for i in range(kh):
+                r0 = i * dh
+                for j in range(kw):
+                    c0 = j * dw
+                    dst = acc[:, :, r0:r0 + hspan:sh, c0:c0 + wspan:sw]
+                    np.add(dst, d6[:, i, j].transpose(1, 0, 2, 3), out=dst)
+            if dxp is not None:
+                np.copyto(dx[b0:b1], acc[:, :, pt:pt + h, pl:pl + w], casting="unsafe")
+
+    _over_images(part, n, nb, oc * k * p * n)
 
 
 def _input_grad_col2im_cl(dx: np.ndarray, g: np.ndarray, weight: np.ndarray,
@@ -234,23 +297,28 @@ def _input_grad_col2im_cl(dx: np.ndarray, g: np.ndarray, weight: np.ndarray,
     hspan, wspan = sh * (oh - 1) + 1, sw * (ow - 1) + 1
     hb = max(hspan + dh * (kh - 1), pt + h)
     wb = max(wspan + dw * (kw - 1), pl + w)
-    acc = np.empty((nb, hb, wb, c), wt)
-    gt = np.empty((nb, oh, ow, oc), wt)
-    for b0 in range(0, n, nb):
-        b1 = min(n, b0 + nb)
-        m = b1 - b0
-        gm = gt[:m]
-        np.copyto(gm, g[b0:b1].transpose(0, 2, 3, 1), casting="unsafe")
-        d = (gm.reshape(m * p, oc) @ w2).reshape(m, oh, ow, kh, kw, c)
-        am = acc[:m]
-        am[...] = 0
-        for i in range(kh):
-            r0 = i * dh
-            for j in range(kw):
-                c0 = j * dw
-                dst = am[:, r0:r0 + hspan:sh, c0:c0 + wspan:sw]
-                np.add(dst, d[:, :, :, i, j], out=dst)
-        np.copyto(dx[b0:b1], am[:, pt:pt + h, pl:pl + w].transpose(0, 3, 1, 2), casting="unsafe")
+
+    def part(lo: int, hi: int) -> None:
+        acc = np.empty((nb, hb, wb, c), wt)
+        gt = np.empty((nb, oh, ow, oc), wt)
+        for b0 in range(lo, hi, nb):
+            b1 = min(hi, b0 + nb)
+            m = b1 - b0
+            gm = gt[:m]
+            np.copyto(gm, g[b0:b1].transpose(0, 2, 3, 1), casting="unsafe")
+            d = (gm.reshape(m * p, oc) @ w2).reshape(m, oh, ow, kh, kw, c)
+            am = acc[:m]
+            am[...] = 0
+            for i in range(kh):
+                r0 = i * dh
+                for j in range(kw):
+                    c0 = j * dw
+                    dst = am[:, r0:r0 + hspan:sh, c0:c0 + wspan:sw]
+                    np.add(dst, d[:, :, :, i, j], out=dst)
+            np.copyto(dx[b0:b1], am[:, pt:pt + h, pl:pl + w].transpose(0, 3, 1, 2),
+                      casting="unsafe")
+
+    _over_images(part, n, nb, oc * k * p * n)
 
 
 def conv2d_input_grad(dx: np.ndarray, g: np.ndarray, weight: np.ndarray,
