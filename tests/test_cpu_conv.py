@@ -1,11 +1,12 @@
 """The cpu backend's conv2d kernels (``rtx_cpu.conv_kernels``) called as the core
 calls them, on NumPy arrays: the forward (output and im2col matrix), the input
-gradient by each of its paths (stride-1 correlation, col2im channel-major and
-channels-last) and the weight gradient, against a float64 NumPy reference
-written here and, where it imports, PyTorch's conv2d and its gradients;
-float16/32/64, asymmetric and large padding, strides, dilation, batches cut into
-several chunks, non-contiguous operands.
-And the same through ``rtxcore.nn.functional.conv2d`` on cpu."""
+gradient by each of its paths (the stride-1 correlation channel- and
+positions-major, col2im channel-major and channels-last) and the weight
+gradient, against a float64 NumPy reference written here and, where it imports,
+PyTorch's conv2d and its gradients; float16/32/64, asymmetric and large padding,
+strides, dilation, batches cut into several chunks, non-contiguous operands, the
+same bits on 1, 2 and 4 threads. And the same through
+``rtxcore.nn.functional.conv2d`` on cpu."""
 
 from __future__ import annotations
 
@@ -94,6 +95,8 @@ def run_kernels(x, w, b, g, stride, pads, dil, dx_path=None):
         K.conv2d_input_grad(dx, g, w, stride, pads, dil)
     elif dx_path == "correlate":
         K._input_grad_correlate(dx, g, w, pads, dil)
+    elif dx_path == "correlate_rows":
+        K._input_grad_correlate_rows(dx, g, w, pads, dil)
     elif dx_path == "col2im_cl":
         K._input_grad_col2im_cl(dx, g, w, stride, pads, dil)
     else:
@@ -174,18 +177,18 @@ def test_kernels_against_reference(case, dtype):
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64], ids=lambda d: d.__name__)
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_input_grad_paths_agree(case, dtype):
-    """Every path of the input gradient that takes the case (the correlation only
-    at stride 1; col2im channel-major and channels-last at any) gives the
-    reference's gradient."""
+    """Every path of the input gradient that takes the case (the correlation,
+    channel- and positions-major, only at stride 1; col2im channel-major and
+    channels-last at any) gives the reference's gradient."""
     x, w, b, g = _data(case, dtype, seed=1)
     _, _, stride, pads, dil = case
     rdx, _ = ref_grads(x, w, g, stride, pads, dil)
-    for path in ("correlate", "col2im", "col2im_cl")[stride != (1, 1):]:
+    for path in ("correlate", "correlate_rows", "col2im", "col2im_cl")[2 * (stride != (1, 1)):]:
         _, _, dx, _ = run_kernels(x, w, b, g, stride, pads, dil, dx_path=path)
         close(dx, rdx, dtype, f"input grad by {path}")
 
 
-@pytest.mark.parametrize("path", ["correlate", "col2im", "col2im_cl"])
+@pytest.mark.parametrize("path", ["correlate", "correlate_rows", "col2im", "col2im_cl"])
 def test_chunks_and_layouts(monkeypatch, path):
     """A batch cut into chunks of several images, a last chunk shorter than the
     others, and non-contiguous x, weight and g."""
@@ -251,7 +254,7 @@ def test_functional_conv2d_on_cpu(dtype):
 # -- threads -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", ["correlate", "col2im", "col2im_cl"])
+@pytest.mark.parametrize("path", ["correlate", "correlate_rows", "col2im", "col2im_cl"])
 def test_same_bits_on_any_thread_count(monkeypatch, path):
     """A batch split over 1, 2 and 4 threads (each thread's chunks with one BLAS
     thread) gives the single run's bits: output, cols and input gradient."""
@@ -266,7 +269,7 @@ def test_same_bits_on_any_thread_count(monkeypatch, path):
         return real_run(fn, calls)
 
     monkeypatch.setattr(K, "_run", spy)
-    stride = (1, 1) if path == "correlate" else (2, 2)
+    stride = (1, 1) if path.startswith("correlate") else (2, 2)
     case = ((9, 8, 12, 12), (8, 3, 3), stride, (1, 1, 1, 1), (1, 1))
     x, w, b, g = _data(case, np.float32, seed=5)
     old = rc.get_num_threads()
