@@ -3,6 +3,7 @@
     python benchmarks/distributed.py                 # both tables
     python benchmarks/distributed.py --quick         # smoke test: small sizes, few rounds
     python benchmarks/distributed.py --part ddp --params 12 --batch 64
+    python benchmarks/distributed.py --part overlap --network 10g
 
 1. ``all_reduce`` bandwidth on 2 ranks, 1 KB to 256 MB of float32: rtxcore's
    ``dist.all_reduce`` on a cpu tensor against raw mpi4py ``Allreduce``
@@ -18,6 +19,15 @@
    the step would add with no overlap at all); ``without communication`` is
    the 2-rank step under ``no_sync()``: what two ranks cost each other on
    this machine (cores, memory bandwidth) before any all-reduce.
+
+3. ``overlap``: DDP on the ``sim`` backend (mpi held to a modelled network,
+   ``--network`` a preset of ``rtxcore.distributed.sim``): the 2-rank synced step
+   against the 2-rank ``no_sync`` step, with the buckets' all-reduces overlapping
+   backward, and with overlap switched off (each bucket blocking when ready).
+   Budget: overlapping <= 1.15x no_sync on the 10 Gbit/s link; goal 1.05x.
+4. ``memory``: what each rank holds after three AdamW steps (parameters,
+   gradients, optimizer state, DDP's buckets, peak RSS) for DDP + AdamW,
+   DDP + ZeRO-1 and ZeRO-2 (``ZeroRedundancyOptimizer(stage=2)``, no DDP).
 
 Each rank runs one BLAS thread (OPENBLAS_NUM_THREADS=1), so two ranks use the
 two cores a single rank leaves half idle. The machine may be shared: read the
@@ -79,7 +89,8 @@ def bandwidth_rank(sizes: list[int], rounds: int) -> None:
     dist.destroy_process_group()
 
 
-def ddp_rank(params_m: float, batch: int, steps: int, bucket_mb: float, sync: bool) -> None:
+def ddp_rank(params_m: float, batch: int, steps: int, bucket_mb: float, sync: bool,
+             backend: str = "mpi", overlap: bool = True) -> None:
     from contextlib import nullcontext
 
     import rtxcore as rc
@@ -87,13 +98,15 @@ def ddp_rank(params_m: float, batch: int, steps: int, bucket_mb: float, sync: bo
     from rtxcore import nn
     from rtxcore.nn.parallel import DistributedDataParallel as DDP
 
-    dist.init_process_group("mpi")
+    dist.init_process_group(backend)
     # width w, four w x w layers: 4 w^2 ~ params
     w = int((params_m * 1e6 / 4) ** 0.5)
     rc.manual_seed(0)
     model = nn.Sequential(*[m for _ in range(4) for m in (nn.Linear(w, w), nn.Tanh())])
     nparams = sum(p.numel() for p in model.parameters())
     ddp = DDP(model, bucket_cap_mb=bucket_mb)
+    if not overlap:  # for contrast: each bucket's all-reduce blocks when it is ready
+        ddp._overlap = False
     opt = rc.optim.SGD(ddp.parameters(), lr=1e-3)
     x = rc.randn(batch, w)
     times = []
@@ -118,6 +131,50 @@ def ddp_rank(params_m: float, batch: int, steps: int, bucket_mb: float, sync: bo
     dist.destroy_process_group()
 
 
+def memory_rank(params_m: float, batch: int, mode: str) -> None:
+    """Bytes each rank holds after three AdamW steps of the MLP: parameters,
+    gradients, optimizer state, DDP's buckets; and the process's peak RSS."""
+    import resource
+
+    import rtxcore as rc
+    import rtxcore.distributed as dist
+    from rtxcore import nn
+    from rtxcore.distributed.optim import ZeroRedundancyOptimizer
+    from rtxcore.nn.parallel import DistributedDataParallel as DDP
+
+    dist.init_process_group("mpi")
+    w = int((params_m * 1e6 / 4) ** 0.5)
+    rc.manual_seed(0)
+    model = nn.Sequential(*[m for _ in range(4) for m in (nn.Linear(w, w), nn.Tanh())])
+    wrapped = model if mode == "zero2" else DDP(model)
+    if mode == "ddp":
+        opt = rc.optim.AdamW(model.parameters(), lr=1e-4)
+    else:
+        opt = ZeroRedundancyOptimizer(model.parameters(), rc.optim.AdamW, lr=1e-4,
+                                      stage=2 if mode == "zero2" else 1)
+    x = rc.randn(batch, w)
+    for _ in range(3):
+        opt.zero_grad(set_to_none=False)
+        wrapped(x).square().mean().backward()
+        opt.step()
+
+    def size(ts):
+        return sum(t.numel() * t.element_size() for t in ts if t is not None)
+
+    params = size(model.parameters())
+    grads = size(p.grad for p in model.parameters())
+    state = size(v for st in opt.state.values() for v in st.values() if hasattr(v, "numel"))
+    buckets = size(b.buf for b in wrapped._buckets) if mode != "zero2" else 0
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    row = [params, grads, state, buckets, rss]
+    every = [None] * dist.get_world_size()
+    dist.all_gather_object(every, row)
+    if dist.get_rank() == 0:
+        worst = [max(r[i] for r in every) for i in range(5)]
+        print("MEM " + mode + " " + " ".join(map(str, worst)), flush=True)
+    dist.destroy_process_group()
+
+
 # -- the driver --------------------------------------------------------------------
 
 def launch(n: int, *args: str) -> list[str]:
@@ -139,7 +196,9 @@ def human(nbytes: int) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--part", choices=["all", "bandwidth", "ddp"], default="all")
+    ap.add_argument("--part", choices=["all", "bandwidth", "ddp", "overlap", "memory"],
+                    default="all")
+    ap.add_argument("--network", default="10g", help="sim preset for --part overlap")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--params", type=float, default=12.0, help="DDP model size, millions")
     ap.add_argument("--batch", type=int, default=64, help="DDP per-rank batch")
@@ -151,8 +210,11 @@ def main() -> None:
         kind, *rest = a.rank
         if kind == "bw":
             bandwidth_rank([int(s) for s in rest[0].split(",")], int(rest[1]))
+        elif kind == "mem":
+            memory_rank(float(rest[0]), int(rest[1]), rest[2])
         else:
-            ddp_rank(float(rest[0]), int(rest[1]), int(rest[2]), float(rest[3]), rest[4] == "sync")
+            ddp_rank(float(rest[0]), int(rest[1]), int(rest[2]), float(rest[3]), rest[4] == "sync",
+                     *(rest[5:6] or ["mpi"]), *([rest[6] == "overlap"] if len(rest) > 6 else []))
         return
     import rtxcore.distributed  # noqa: F401  (fails early, naming what is missing)
 
@@ -198,6 +260,60 @@ def main() -> None:
               f"{alone / one:.2f}x: what sharing the machine costs before any all-reduce")
         print(f"  comm only: one blocking all-reduce of all {nparams * 4 / 2**20:.0f} MB of "
               f"gradients on 2 ranks: {comm * 1e3:.1f} ms")
+
+    if a.part in ("all", "overlap"):
+        overlap_table(a)
+    if a.part in ("all", "memory"):
+        memory_table(a)
+
+
+def memory_table(a: argparse.Namespace) -> None:
+    params = 1.0 if a.quick else a.params
+    print(f"Memory per rank after 3 AdamW steps, MLP of {params:g}M parameters, 2 ranks "
+          "(the larger rank's figure; MB)")
+    print(f"{'':>22} {'params':>8} {'grads':>8} {'state':>8} {'buckets':>8} {'sum':>8} "
+          f"{'peak RSS':>9}")
+    for mode, label in (("ddp", "DDP + AdamW"), ("zero1", "DDP + ZeRO-1"),
+                        ("zero2", "ZeRO-2 (no DDP)")):
+        for line in launch(2, "mem", str(params), str(a.batch), mode):
+            if line.startswith("MEM "):
+                _, _, *vals = line.split()
+                p, g, st, b, rss = (int(v) / 2**20 for v in vals)
+                print(f"{label:>22} {p:8.1f} {g:8.1f} {st:8.1f} {b:8.1f} {p + g + st + b:8.1f} "
+                      f"{rss:9.1f}")
+
+
+def overlap_table(a: argparse.Namespace) -> None:
+    """DDP on the sim backend's modelled link: the synced step against the
+    no_sync step (the same compute, no communication), with overlap on and off."""
+    from rtxcore.distributed.sim import PRESETS, modelled_seconds
+
+    params = 1.0 if a.quick else a.params
+    steps = 3 if a.quick else 8
+    os.environ["RTX_SIM_NETWORK"] = a.network
+    got: dict[str, list[float]] = {"overlap": [], "blocking": [], "nosync": []}
+    nparams = buckets = 0
+    for _ in range(1 if a.quick else a.jobs):  # jobs interleaved: overlap, blocking, no_sync
+        for kind, sync, ov in (("overlap", "sync", "overlap"), ("blocking", "sync", "blocking"),
+                               ("nosync", "nosync", "overlap")):
+            for line in launch(2, "ddp", str(params), str(a.batch), str(steps), str(a.bucket_mb),
+                               sync, "sim", ov):
+                if line.startswith("DDP "):
+                    _, _, t, nparams, buckets, _ = line.split()
+                    got[kind].append(float(t))
+    on, off, alone = (statistics.median(got[k]) for k in ("overlap", "blocking", "nosync"))
+    lat, bw = PRESETS[a.network]
+    comm = modelled_seconds("all_reduce", int(nparams) * 4, 2, lat, bw)
+    print(f"DDP on the sim backend, link {a.network} ({lat * 1e6:g} us, {bw * 8 / 1e9:g} Gbit/s): "
+          f"MLP of {int(nparams) / 1e6:.1f}M parameters ({buckets} buckets), per-rank batch "
+          f"{a.batch}, 2 ranks; median of {len(got['overlap'])} jobs x {steps} steps each")
+    print(f"  no_sync (compute only)          : {alone * 1e3:8.1f} ms/step")
+    print(f"  DDP, all-reduce overlapping     : {on * 1e3:8.1f} ms/step   {on / alone:.2f}x "
+          f"no_sync (budget 1.15x, goal 1.05x)")
+    print(f"  DDP, overlap off (blocking)     : {off * 1e3:8.1f} ms/step   {off / alone:.2f}x "
+          f"no_sync")
+    print(f"  the model's all-reduce of all {int(nparams) * 4 / 2**20:.0f} MB of gradients: "
+          f"{comm * 1e3:.1f} ms")
 
 
 if __name__ == "__main__":

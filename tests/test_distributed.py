@@ -77,6 +77,14 @@ def test_object_collectives(n):
 def test_zero_checkpoint_consolidates_and_reloads(n, tmp_path):
     path = str(tmp_path / "zero.rtx")
     ok(launch(n, "zero_checkpoint", path), f"zero_checkpoint {path}")
+    path2 = str(tmp_path / "zero2.rtx")
+    ok(launch(n, "zero_checkpoint", path2, "2"), f"zero_checkpoint {path2} 2")
+
+
+@pytest.mark.parametrize("clip", ["plain", "clip"])
+@pytest.mark.parametrize("n", [2, 3])
+def test_zero_stage_2_trains_as_ddp(n, clip):
+    ok(launch(n, "zero2", "cpu", clip), f"zero2 cpu {clip}")
 
 
 def test_ddp_on_opencl():

@@ -103,3 +103,9 @@ def test_sim_is_only_used_when_asked_for():
     backends = comm_backends()
     assert backends["sim"].priority < backends["mpi"].priority
     assert backends["sim"].host_backend == "mpi"
+
+
+def test_zero_stage_2_on_sim_trains_as_ddp():
+    res = _launch(3, HERE / "worker.py", "zero2", "cpu", "clip", RTX_TEST_COMM_BACKEND="sim")
+    assert res.returncode == 0, res.stderr
+    assert "OK zero2 cpu clip" in res.stdout

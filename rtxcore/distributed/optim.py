@@ -9,6 +9,18 @@ every rank's updated share (flat, padded to the longest share) to every
 replica. The state (Adam's two moments: 2x the parameters) is held once
 across the job instead of once per rank.
 
+``stage=2`` (ZeRO stage 2; an rtxcore extension): the model is *not* wrapped in
+``DistributedDataParallel``, and ``step()`` reduces the gradients itself by one
+reduce-scatter per device and dtype: each rank receives the sum of its own
+share's gradients only (averaged over the ranks, as DDP's), and drops the
+gradients of the other shares. That moves the same bytes as DDP's all-reduce but
+never holds the whole reduced gradient, and between steps a rank keeps only
+its share's gradients. The parameters are broadcast from the group's first rank
+when the optimizer is made (as DDP does when it wraps). Clip with
+``clip_grad_norm_`` here (the norm of the reduced gradients over every share),
+not ``nn.utils.clip_grad_norm_``, which would see this rank's own, unreduced
+gradients.
+
 Checkpoints as PyTorch's: ``consolidate_state_dict(to=0)`` (every rank calls
 it) gathers the shares' states on rank ``to``, whose ``state_dict()`` is then
 the wrapped optimizer's full state dict, parameters numbered in the order
@@ -21,7 +33,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .collectives import all_gather_into_tensor
+from .checks import ReduceOp
+from .collectives import all_gather_into_tensor, all_reduce, broadcast, reduce_scatter_tensor
 from .groups import _group, _root
 from .objects import gather_object
 
@@ -31,7 +44,10 @@ __all__ = ["ZeroRedundancyOptimizer"]
 class ZeroRedundancyOptimizer:
     def __init__(self, params: Any, optimizer_class: type, process_group: Any = None,
                  parameters_as_bucket_view: bool = False, overlap_with_ddp: bool = False,
-                 **defaults: Any) -> None:
+                 stage: int = 1, **defaults: Any) -> None:
+        if stage not in (1, 2):
+            raise ValueError(f"ZeroRedundancyOptimizer(stage={stage!r}): stage 1 shards the "
+                             "optimizer state, stage 2 the gradients too; no other stage")
         if overlap_with_ddp:
             raise ValueError("ZeroRedundancyOptimizer(overlap_with_ddp=True) is not supported: "
                              "step after backward instead")
@@ -62,6 +78,15 @@ class ZeroRedundancyOptimizer:
                 if self.owner[id(p)] == r:
                     by_kind.setdefault((str(p.device), p.dtype), []).append(p)
             self._shares.append(by_kind)
+        self.stage = stage
+        self._reduced = False  # stage 2: this step's gradients are reduced already
+        if stage == 2 and n > 1:
+            from .. import no_grad
+
+            root = self._pg.ranks[0]
+            with no_grad():
+                for p in params:
+                    broadcast(p.detach(), src=root, group=process_group)
 
     @property
     def param_groups(self) -> list[dict[str, Any]]:
@@ -80,7 +105,80 @@ class ZeroRedundancyOptimizer:
                 else:
                     p.grad.detach().zero_()
 
+    def _kinds(self) -> list[tuple[Any, Any, Any]]:
+        """(key, dtype, device) of every kind of parameter, in one order on every rank."""
+        kinds = {k: (ps[0].dtype, ps[0].device) for share in self._shares for k, ps in share.items()}
+        return [(k, *kinds[k]) for k in sorted(kinds, key=str)]
+
+    def reduce_gradients(self) -> None:
+        """Stage 2: sum every rank's gradients onto their owners (one reduce-scatter
+        per kind), averaged; the other shares' gradients become None. ``step()``
+        calls it; call it first yourself to read or clip the reduced gradients.
+        Every rank calls it, once per backward."""
+        from .. import no_grad, zeros
+
+        if self.stage != 2 or self._reduced:
+            return
+        n = self._pg.size()
+        with no_grad():
+            for key, dtype, device in self._kinds():
+                shares = [share.get(key, []) for share in self._shares]
+                longest = max(sum(p.numel() for p in ps) for ps in shares)
+                send = zeros(n * longest, dtype=dtype, device=device)
+                for r, ps in enumerate(shares):
+                    off = r * longest
+                    for p in ps:
+                        if p.grad is not None:
+                            send[off:off + p.numel()] = p.grad.reshape(-1)
+                        off += p.numel()
+                mine = zeros(longest, dtype=dtype, device=device) if n > 1 else send
+                if n > 1:
+                    reduce_scatter_tensor(mine, send, group=self.process_group)
+                    del send
+                    mine.div_(n)
+                off = 0
+                for p in shares[self.rank]:
+                    p.grad = mine[off:off + p.numel()].view(p.shape)
+                    off += p.numel()
+                for r, ps in enumerate(shares):
+                    if r != self.rank:
+                        for p in ps:
+                            p.grad = None
+        self._reduced = True
+
+    def clip_grad_norm_(self, max_norm: float, norm_type: float = 2.0) -> Any:
+        """Stage 2: clip the reduced gradients to a total ``norm_type`` norm of
+        ``max_norm`` over every share (reduces them first); returns the total norm,
+        as ``nn.utils.clip_grad_norm_``."""
+        from .. import no_grad, tensor
+
+        if self.stage != 2:
+            raise RuntimeError("ZeroRedundancyOptimizer.clip_grad_norm_ is for stage=2 (at "
+                               "stage 1 the gradients are whole on every rank: use "
+                               "nn.utils.clip_grad_norm_)")
+        self.reduce_gradients()
+        mine = [p.grad for p in self._all_params if self.owner[id(p)] == self.rank
+                and p.grad is not None]
+        inf = norm_type == float("inf")
+        with no_grad():
+            if mine:
+                part = max(float(g.abs().max()) for g in mine) if inf else \
+                    sum(float((g.double().abs() ** norm_type).sum()) for g in mine)
+            else:
+                part = 0.0
+            t = tensor([part], device=self._all_params[0].device).double()
+            all_reduce(t, op=ReduceOp.MAX if inf else ReduceOp.SUM, group=self.process_group)
+            total = float(t[0]) if inf else float(t[0]) ** (1.0 / norm_type)
+            coef = max_norm / (total + 1e-6)
+            if coef < 1.0:
+                for g in mine:
+                    g.mul_(coef)
+        return tensor(total)
+
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        if self.stage == 2:
+            self.reduce_gradients()
+        self._reduced = False
         loss = None
         if self.optim is not None:
             loss = self.optim.step(closure) if closure is not None else self.optim.step()
@@ -95,10 +193,8 @@ class ZeroRedundancyOptimizer:
         n = self._pg.size()
         if n == 1:
             return
-        kinds = {k: (ps[0].dtype, ps[0].device) for share in self._shares for k, ps in share.items()}
         with no_grad():
-            for kind in sorted(kinds, key=str):  # the same order on every rank
-                dtype, device = kinds[kind]
+            for kind, dtype, device in self._kinds():  # the same order on every rank
                 shares = [share.get(kind, []) for share in self._shares]
                 longest = max(sum(p.numel() for p in ps) for ps in shares)
                 mine = empty(longest, dtype=dtype, device=device)

@@ -189,14 +189,54 @@ def objects() -> None:
     assert out == [f"part {r}"], out
 
 
-def zero_checkpoint(path: str) -> None:
+def zero2(device: str, clip: str) -> None:
+    """ZeRO stage 2 (no DDP; the optimizer reduce-scatters the gradients) trains
+    as DDP + AdamW does, with clipping by the total norm of the reduced gradients
+    when ``clip`` is "clip"; between steps a rank keeps its share's gradients only."""
+    r, n = dist.get_rank(), dist.get_world_size()
+    rc.manual_seed(200 + r)  # every rank initialises differently: stage 2 broadcasts
+    model = _model().to(device)
+    opt = dist.optim.ZeroRedundancyOptimizer(model.parameters(), rc.optim.AdamW, lr=0.01,
+                                             stage=2)
+    _same_on_every_rank(model, "zero2 after construction")
+    base = _model().to(device)
+    base.load_state_dict(model.state_dict())
+    base_ddp = DDP(base)
+    base_opt = rc.optim.AdamW(base_ddp.parameters(), lr=0.01)
+    steps, per = 5, 4
+    X, Y = _batches(steps, per, n)
+    for s in range(steps):
+        x = rc.tensor(X[s], device=device)[r * per:(r + 1) * per]
+        y = rc.tensor(Y[s], device=device)[r * per:(r + 1) * per]
+        opt.zero_grad()
+        ((model(x) - y) ** 2).mean().backward()
+        if clip == "clip":
+            got = opt.clip_grad_norm_(0.05)
+        opt.step()
+        base_opt.zero_grad()
+        ((base_ddp(x) - y) ** 2).mean().backward()
+        if clip == "clip":
+            want = nn.utils.clip_grad_norm_(base.parameters(), 0.05)
+            assert abs(float(got) - float(want)) <= 1e-5 * float(want), (float(got), float(want))
+        base_opt.step()
+        held = [p for p in model.parameters() if p.grad is not None]
+        assert held and all(opt.owner[id(p)] == r for p in held), "a foreign share's gradient kept"
+    _same_on_every_rank(model, "zero2")
+    gap = np.abs(_flat(model) - _flat(base)).max()
+    assert gap < 1e-5, f"zero2 {clip} on {device}: {gap} from DDP"
+    if r == 0:
+        print(f"zero2 {clip} {device}: max gap {gap:.2e}")
+
+
+def zero_checkpoint(path: str, stage: str = "1") -> None:
     """ZeRO's consolidate_state_dict / state_dict / load_state_dict: training on
     from a checkpoint equals training on without one."""
     r, n = dist.get_rank(), dist.get_world_size()
     rc.manual_seed(5)
     a, b = _model(), _model()
     b.load_state_dict(a.state_dict())
-    za = dist.optim.ZeroRedundancyOptimizer(a.parameters(), rc.optim.AdamW, lr=0.01)
+    za = dist.optim.ZeroRedundancyOptimizer(a.parameters(), rc.optim.AdamW, lr=0.01,
+                                            stage=int(stage))
     X, Y = _batches(6, 4, 1)
 
     def step(model, opt, s):
@@ -219,7 +259,8 @@ def zero_checkpoint(path: str) -> None:
     dist.barrier()
     ck = rc.load(path)
     b.load_state_dict(ck["model"])
-    zb = dist.optim.ZeroRedundancyOptimizer(b.parameters(), rc.optim.AdamW, lr=0.5)
+    zb = dist.optim.ZeroRedundancyOptimizer(b.parameters(), rc.optim.AdamW, lr=0.5,
+                                            stage=int(stage))
     zb.load_state_dict(ck["optim"])
     assert zb.param_groups[0]["lr"] == 0.01 or not zb.param_groups
     for s in range(3, 6):
@@ -248,7 +289,9 @@ def main() -> None:
     elif scenario == "objects":
         objects()
     elif scenario == "zero_checkpoint":
-        zero_checkpoint(args[0])
+        zero_checkpoint(*args)
+    elif scenario == "zero2":
+        zero2(*args)
     else:
         raise SystemExit(f"unknown scenario {scenario}")
     dist.barrier()
