@@ -256,18 +256,20 @@ def _choose_default() -> tuple[str, str]:
     no_cpu = ("the cpu backend is disabled by RTX_DISABLE_BACKENDS" if "cpu" in registry.blocked
               else "the cpu backend failed to load" if "cpu" in registry.failed
               else "the cpu backend is not installed")
-    from .accelerator import _accelerator_type, _first_accelerator
-
     names = sorted(registry.backends, key=lambda n: (n != "cuda", n))
     if not names:
         return "cpu", "no backend is installed"
-    acc = _accelerator_type()
-    if acc is not None:
-        i = _first_accelerator(acc)
-        return f"{acc}:{i}", f"{no_cpu}; {acc} is the first available accelerator"
-    for name in names:
-        if _usable_any(name):
-            return f"{name}:0", f"{no_cpu}; {name} is the first available backend"
+    usable = [n for n in names if _usable_any(n)]
+    for name in usable:  # (rtxcore.accelerator's choice, made here: the core imports no namespace)
+        b = registry.backends[name].backend
+        try:
+            acc = next((i for i in range(b.device_count()) if b.is_accelerator(i)), None)
+        except Exception:
+            acc = None
+        if acc is not None:
+            return f"{name}:{acc}", f"{no_cpu}; {name} is the first available accelerator"
+    if usable:
+        return f"{usable[0]}:0", f"{no_cpu}; {usable[0]} is the first available backend"
     return f"{names[0]}:0", (f"{no_cpu}, and no installed backend ({', '.join(names)}) can "
                              "run every op here")
 

@@ -25,8 +25,9 @@ from rtxcore.dispatch import optional_import
 cl: Any = None  # pyopencl, once imported
 
 _lock = threading.RLock()
-# The first program build that takes longer than this (or real compiles adding
-# up to it) prints, once per process, that kernels are being compiled
+# The first compile of a kernel in a process says so on stderr, once. Where the
+# driver's cache can't be read (drivers other than PoCL), a build longer than
+# this is taken for a compile
 ANNOUNCE_AFTER_S = 0.5
 _announced = False
 _announce_lock = threading.Lock()
@@ -92,7 +93,6 @@ class Device:
         self._local = threading.local()  # .programs: this thread's kernel objects
         self.compile_seconds = 0.0  # total time spent building programs
         self.compiles = 0
-        self._compiled_seconds = 0.0  # of which real compiles (not PyOpenCL's disk cache)
 
     def __repr__(self) -> str:
         return f"opencl:{self.index}"
@@ -194,13 +194,7 @@ class Device:
         source = with_helpers(source)
         options = ["-cl-std=CL1.2"]
         t0 = time.perf_counter()
-        # a build that takes long is a compile, not PyOpenCL's disk cache (a few
-        # ms): say so once, while it runs (the first run on a device compiles for
-        # up to a minute, in silence otherwise)
-        timer = None if _announced else threading.Timer(ANNOUNCE_AFTER_S, self._announce)
-        if timer is not None:
-            timer.daemon = True
-            timer.start()
+        before = None if _announced else self._kernel_cache_state()
         try:
             prg = cl.Program(self.ctx, source).build(options=options)
         except cl.RuntimeError as exc:
@@ -209,19 +203,41 @@ class Device:
                 f"opencl:{self.index}: the kernel for {what} failed to build on {self.name}.\n"
                 f"compiler log:\n{log}\n--- source ---\n{_numbered(source)}"
             ) from None
-        finally:
-            if timer is not None:
-                timer.cancel()
         dt = time.perf_counter() - t0
         self.compile_seconds += dt
         self.compiles += 1
-        info = getattr(prg, "_build_duration_info", None)  # (what, was_cached, seconds)
-        if not _announced and info is not None and not info[1]:
-            # many short compiles add up: say it once they pass the same mark
-            self._compiled_seconds += dt
-            if self._compiled_seconds > ANNOUNCE_AFTER_S:
-                self._announce()
+        if not _announced and self._compiled(before, dt):
+            # a first run on a device compiles kernels for up to a minute, in
+            # silence otherwise: say so once, at the first real compile
+            self._announce()
         return prg
+
+    def _kernel_cache_state(self) -> Any:
+        """What tells a compile from a cache hit: on PoCL, its kernel cache
+        folder's entries' mtimes (a compile adds a program there; a hit only
+        reads it), as ``(time, folder)``; elsewhere None (the build's length
+        decides). PyOpenCL itself doesn't cache for PoCL (it leaves that to the
+        driver), so it can't say."""
+        if POCL not in self.platform:
+            return None
+        folder = os.environ.get("POCL_CACHE_DIR") or os.path.join(
+            os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+            "pocl", "kcache")
+        import time
+
+        return (time.time(), folder)
+
+    @staticmethod
+    def _compiled(before: Any, seconds: float) -> bool:
+        """Whether the build just done compiled (see ``_kernel_cache_state``)."""
+        if before is None:
+            return seconds > ANNOUNCE_AFTER_S
+        t0, folder = before
+        try:
+            with os.scandir(folder) as entries:  # PoCL: <2 letters>/<program hash>/program.bc
+                return any(e.is_dir() and e.stat().st_mtime >= t0 - 0.01 for e in entries)
+        except OSError:  # no cache folder (caching off, or elsewhere): the length decides
+            return seconds > ANNOUNCE_AFTER_S
 
     def _announce(self) -> None:
         global _announced
