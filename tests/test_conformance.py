@@ -162,3 +162,113 @@ def test_other_pytest_runs_do_not_import_rtxcore(tmp_path):
     assert "1 passed" in p.stdout
     p = _run(["pytest", "--help"], tmp_path)
     assert "--rtx-backend=DEVICE" in p.stdout  # the option is there all the same
+
+
+# -- the spec's rules, each checked as stated -----------------------------------------
+
+
+def _fake_with_cast(monkeypatch, cast):
+    import rtxcore as rc
+
+    from . import fake_backend
+
+    name = rc.register_backend(fake_backend, name="fake-cast")
+    monkeypatch.setitem(rc.device("fake:0").kernels, "cast", fake_backend._wrap("cast", cast))
+    return name
+
+
+def _saturating_cast(out, x):
+    """C-correct where the spec speaks; saturates where it says 'unspecified'
+    (negative floats to unsigned types become 0, as on CUDA)."""
+    import numpy as np
+
+    if x.dtype.kind == "f" and out.dtype.kind == "u":
+        np.copyto(out, np.clip(np.trunc(x), 0, None), casting="unsafe")
+    else:
+        np.copyto(out, x, casting="unsafe")
+
+
+def _rounding_cast(out, x):
+    """Wrong where the spec speaks: float -> int rounds instead of truncating."""
+    import numpy as np
+
+    np.copyto(out, np.rint(x) if x.dtype.kind == "f" and out.dtype.kind in "iu" else x,
+              casting="unsafe")
+
+
+def test_cast_rows_check_what_the_spec_states_and_nothing_else(monkeypatch):
+    import rtxcore as rc
+    from rtxcore.dispatch import ops
+    from rtxcore.testing.layouts import check
+
+    assert "a negative value to an unsigned type" in ops.PRIMITIVES["cast"].doc
+    name = _fake_with_cast(monkeypatch, _saturating_cast)
+    try:
+        for layout in ("contiguous", "transposed", "broadcast"):
+            assert check("fake:0", "cast", rc.float32, layout)[0] == "pass", layout
+    finally:
+        rc.unregister_backend(name)
+
+
+def test_a_failing_row_shows_the_inputs_at_the_first_difference(monkeypatch):
+    import re
+
+    import rtxcore as rc
+    from rtxcore.testing.layouts import check
+
+    name = _fake_with_cast(monkeypatch, _rounding_cast)
+    try:
+        status, _, detail = check("fake:0", "cast", rc.float32, "transposed")
+    finally:
+        rc.unregister_backend(name)
+    assert status == "fail"
+    m = re.search(r"got (-?\d+), want (-?\d+); from x=(-?[\d.]+)", detail)
+    assert m, detail
+    got, want, x = int(m[1]), int(m[2]), float(m[3])
+    assert want == int(x) and got == round(x) != want  # truncation expected, rounding seen
+
+
+def test_kernel_rows_show_their_operands(monkeypatch):
+    import rtxcore as rc
+    from rtxcore.testing import conformance
+
+    from . import fake_backend
+
+    name = rc.register_backend(fake_backend, name="fake-operands")
+    try:
+        monkeypatch.setitem(rc.device("fake:0").kernels, "sub", rc.device("fake:0").kernels["add"])
+        res = conformance.run("fake:0")
+    finally:
+        rc.unregister_backend(name)
+    details = [d for _, s, _, d in res["sub"] if s == "fail"]
+    assert details and "; from x=" in details[0] and ", y=" in details[0], details
+
+
+def test_float16_products_must_accumulate_in_float32_as_the_spec_says(monkeypatch):
+    import numpy as np
+
+    import rtxcore as rc
+    from rtxcore.dispatch import ops
+    from rtxcore.testing.layouts import check
+
+    from . import fake_backend
+
+    assert "float16 accumulates in float32" in ops.PRIMITIVES["prod"].doc
+
+    def prod_in_float16(out, x, axes):  # multiplies in float16, rounding at every step
+        acc = np.ones(out.shape, np.float16)
+        moved = np.moveaxis(x, axes, tuple(range(len(axes)))).reshape((-1,) + out.shape) \
+            if axes else x[None]
+        for row in moved:
+            acc = (acc * row).astype(np.float16)
+        np.copyto(out, acc.reshape(out.shape))
+
+    name = rc.register_backend(fake_backend, name="fake-prod")
+    try:
+        assert check("fake:0", "prod", rc.float16, "contiguous")[0] == "pass"
+        monkeypatch.setitem(rc.device("fake:0").kernels, "prod",
+                            fake_backend._wrap("prod", prod_in_float16))
+        status, _, detail = check("fake:0", "prod", rc.float16, "contiguous")
+    finally:
+        rc.unregister_backend(name)
+    assert status == "fail" and "differ" in detail, detail  # a wrong value, not a crash

@@ -72,6 +72,36 @@ def composite_signature_rows() -> str:
     return "\n".join(rows)
 
 
+def primitive_tables() -> str:
+    """The guide's tables of primitives, one per family, each row a
+    ``ops.PRIMITIVES`` entry: its signature and contract, as the spec states them."""
+    from rtxcore.dispatch import ops
+
+    families: dict[str, list] = {}
+    for spec in ops.PRIMITIVES.values():
+        families.setdefault(spec.family, []).append(spec)
+    blocks = []
+    for family, specs in families.items():
+        rows = [f"**{family}**", "", "| kernel | does |", "|---|---|"]
+        rows += [f"| `{s.signature}` | {s.doc.replace('|', chr(92) + '|')} |" for s in specs]
+        blocks.append("\n".join(rows))
+    return "\n\n".join(blocks)
+
+
+def test_backend_guide_primitive_tables_are_the_spec():
+    """One spec: the guide's primitive tables are generated from ops.py (the suite
+    reads the same OpSpecs), so a contract changed in one place can't disagree."""
+    guide = (ROOT / "docs" / "authoring-backends.md").read_text()
+    begin = ("<!-- primitive tables: generated from rtxcore/dispatch/ops.py; "
+             "tests/test_docs.py prints the current block -->\n")
+    end = "\n<!-- end of primitive tables -->"
+    assert begin in guide and end in guide
+    block = guide[guide.index(begin) + len(begin):guide.index(end)]
+    expected = primitive_tables()
+    assert block == expected, ("docs/authoring-backends.md's primitive tables are stale; "
+                               "put in:\n" + expected)
+
+
 def test_backend_guide_composites_contract_and_members():
     """The guide lists every composite's signature (the block between its markers
     is regenerated from ops.py: a new composite fails here until the block is

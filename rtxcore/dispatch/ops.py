@@ -291,8 +291,10 @@ _MEMORY = [
     OpSpec("copy", "memory", "copy(out, x)",
            "out = x, same dtype and shape, any strides on both sides", operands=("x",)),
     OpSpec("cast", "memory", "cast(out, x)",
-           "out = x converted to out's dtype (C casts: float->int truncates; "
-           "to bool is x != 0)", operands=("x",)),
+           "out = x converted to out's dtype (C casts: float->int truncates toward zero; "
+           "to bool is x != 0). Unspecified, and not checked: float->int of nan, +-inf or "
+           "a value outside the target's range (a negative value to an unsigned type "
+           "included), and int->int narrowing", operands=("x",)),
     OpSpec("uniform", "memory", "uniform(out, low, high, seed, offset)",
            "floats in [low, high) (mind float16: a float32 draw near 1 rounds "
            "to 1.0); the same (seed, offset) gives the same numbers; between "

@@ -161,10 +161,35 @@ def host_values(r: Any) -> Any:
     return r.cpu().numpy()
 
 
+def _plain(v: Any) -> Any:
+    """A NumPy scalar as the Python number it holds (so a message reads -2.5)."""
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def inputs_at(inputs: list[tuple[str, Any]] | None, shape: tuple[int, ...],
+              i: tuple[int, ...]) -> str:
+    """``"; from x=-1.5, y=2.0"``: each input's value at result index ``i`` (an
+    input of the result's shape, or broadcast to it, or a number); "" if none."""
+    shown = []
+    for name, v in inputs or []:
+        if isinstance(v, (bool, int, float, np.number, np.bool_)):
+            shown.append(f"{name}={_plain(v)!r}")
+            continue
+        a = np.asarray(v)
+        try:
+            shown.append(f"{name}={_plain(np.broadcast_to(a, shape)[i])!r}")
+        except ValueError:  # (not elementwise: a reduction's or gather's input)
+            if a.size <= 8:
+                shown.append(f"{name}={a.tolist()!r}")
+    return f"; from {', '.join(shown)}" if shown else ""
+
+
 def compare(got: Any, want: Any, loose: bool = False,
-            tols: dict[str, float] | None = None) -> tuple[bool, float, str]:
+            tols: dict[str, float] | None = None,
+            inputs: list[tuple[str, Any]] | None = None) -> tuple[bool, float, str]:
     """(ok, worst difference relative to max(1, |want|), what differs); ``tols``
-    (per dtype name) overrides the tolerance."""
+    (per dtype name) overrides the tolerance; ``inputs`` (name, host value) are
+    shown at the first difference."""
     if isinstance(want, tuple) and want and isinstance(want[0], str):
         if want[0] == "stats":
             ok = got[1] and got[2]
@@ -175,7 +200,7 @@ def compare(got: Any, want: Any, loose: bool = False,
             return False, float("inf"), "different number of results"
         worst, ok, what = 0.0, True, ""
         for g, w in zip(got, want):
-            o, d, m = compare(g, w, loose, tols)
+            o, d, m = compare(g, w, loose, tols, inputs)
             worst = max(worst, d)
             if not o and ok:
                 ok, what = False, m
@@ -192,7 +217,8 @@ def compare(got: Any, want: Any, loose: bool = False,
         inf_bad = fin & (np.isinf(g) | np.isinf(w)) & (g != w)
         finite = fin & ~np.isinf(g) & ~np.isinf(w)
         rel = np.zeros(w.shape)
-        rel[finite] = np.abs(g[finite] - w[finite]) / np.maximum(1.0, np.abs(w[finite]))
+        with np.errstate(over="ignore"):  # (float64 extremes differ by more than max)
+            rel[finite] = np.abs(g[finite] - w[finite]) / np.maximum(1.0, np.abs(w[finite]))
         err = float(rel.max(initial=0.0))
         tol = (tols or (LOOSE if loose else RTOL)).get(want.dtype.name, 2e-5)
         bad = (nan_g != nan_w) | inf_bad | (rel > tol)
@@ -201,9 +227,12 @@ def compare(got: Any, want: Any, loose: bool = False,
         i = tuple(int(v) for v in np.argwhere(bad)[0])
         what = f"worst difference {err:.3g} > {tol:.2g}" if (rel > tol).any() else "nan/inf in different places"
         return False, (float("inf") if not (rel > tol).any() else err), (
-            f"{what}: {int(bad.sum())} of {w.size} differ; first at {i}: got {g[i]!r}, want {w[i]!r}")
+            f"{what}: {int(bad.sum())} of {w.size} differ; first at {i}: got {_plain(g[i])!r}, "
+            f"want {_plain(w[i])!r}{inputs_at(inputs, w.shape, i)}")
     diff = got.astype(np.int64) != want.astype(np.int64) if want.dtype.kind in "biu" else got != want
     if not diff.any():
         return True, 0.0, ""
     i = tuple(int(v) for v in np.argwhere(diff)[0])
-    return False, float("inf"), f"{int(diff.sum())} of {want.size} differ (exact expected); first at {i}: got {got[i]!r}, want {want[i]!r}"
+    return False, float("inf"), (f"{int(diff.sum())} of {want.size} differ (exact expected); first "
+                                 f"at {i}: got {_plain(got[i])!r}, want {_plain(want[i])!r}"
+                                 f"{inputs_at(inputs, want.shape, i)}")

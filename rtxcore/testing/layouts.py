@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from ..dispatch import ops as OPS
 from .arrays import (_LOOSE_OPS, _SUM_OPS, LAYOUTS, LOOSE, NA, RTOL, SHAPE,  # noqa: F401
                      SUMS, claimed_dtypes, compare, dtype_named, host_values, laid_out, logical,
                      special_values, stable_seed, values)
@@ -66,18 +67,39 @@ def check(device: str, op: str, dtype: Any, layout: str) -> tuple[str, float, st
         except Exception as exc:
             return "fail", float("inf"), f"{call.label}: {type(exc).__name__}: {exc}".splitlines()[0][:160]
         want = call.want if isinstance(call.want, tuple) else (call.want,)
-        ok, w, what = compare(got, tuple(np.asarray(e) for e in want), call.loose or op in _LOOSE_OPS)
+        want = tuple(np.asarray(e) for e in want)
+        loose = call.loose or op in _LOOSE_OPS
+        ok, w, what = compare(got, want, loose)
         worst = max(worst, w)
-        if not ok:
+        if not ok:  # again, to show the inputs at the first difference
+            _, _, what = compare(got, want, loose, inputs=_call_inputs(op, call))
             return "fail", w, f"{call.label}: {what}"
     return "pass", worst, ""
 
 
+def _call_inputs(op: str, call: Any) -> list[tuple[str, Any]]:
+    """(operand name, logical host value) of a call's inputs, for a failure message."""
+    try:
+        names = [n for n in OPS.spec(op).operands if n != "out"]
+    except KeyError:
+        names = []
+    out = []
+    for k, a in enumerate(call.args):
+        name = names[k] if k < len(names) else f"arg{k}"
+        if isinstance(a, Arr):
+            out.append((name, a.value))
+        elif isinstance(a, (bool, int, float)):
+            out.append((name, a))
+    return out
+
+
 def _check_case(device: str, op: str, dtype: Any, layout: str) -> tuple[str, float, str]:
     case = CASES[op]
+    inputs = None
     try:
         want = case("cpu", dtype, layout, device)
         if want is not NA:
+            inputs = [(n, host_values(v)) for n, v in getattr(want, "inputs", None) or []]
             want = host_values(want)
     except Exception as exc:
         # never "not applicable" by accident: a case says NA itself
@@ -88,7 +110,7 @@ def _check_case(device: str, op: str, dtype: Any, layout: str) -> tuple[str, flo
         got = host_values(case(device, dtype, layout, device))
     except Exception as exc:
         return "fail", float("inf"), f"{type(exc).__name__}: {exc}".splitlines()[0][:160]
-    ok, worst, what = compare(got, want)
+    ok, worst, what = compare(got, want, inputs=inputs)
     return ("pass" if ok else "fail"), worst, what
 
 

@@ -19,6 +19,16 @@ from .calls import Arr, Call, _Batch
 Row = Callable[[str, Any, str], Any]  # (op, dtype, layout) -> list[Call] | NA
 
 
+
+class WithInputs(tuple):
+    """A case's results, with the host inputs they came from (``[(name, array)]``):
+    a failing comparison shows the inputs at the first difference."""
+
+    def __new__(cls, results: Any, inputs: list[tuple[str, Any]]) -> "WithInputs":
+        self = super().__new__(cls, results)
+        self.inputs = inputs
+        return self
+
 def _ref(op: str) -> Callable[..., Any]:
     ref = OPS.reference(OPS.spec(op))
     assert ref is not None, f"{op} has no NumPy reference in rtxcore/dispatch/ops.py"
@@ -310,21 +320,24 @@ def _copy(device: str, dtype: Any, layout: str, tested: str = "") -> Any:
 
 
 def _cast(device: str, dtype: Any, layout: str, tested: str = "") -> Any:
+    # what the cast spec leaves unspecified is not checked (rtxcore/dispatch/ops.py):
+    # float -> int of nan, inf or out of range, negative floats to unsigned types,
+    # int -> int narrowing
     a = values(dtype, 13, special=True)
     if dtype.kind == "f":
-        # float -> int of nan, inf or out of range is undefined in C (and differs by backend)
         a = np.where(np.isfinite(a) & (np.abs(a) < 100), a, 1.5).astype(a.dtype)
     x = laid_out(device, a, layout, dtype)
+    nonneg = laid_out(device, np.abs(a), layout, dtype) if dtype.kind == "f" else x
     targets = [t for t in claimed_dtypes(tested or device, "cast") if t is not dtype]
     out = []
     for t in targets:
-        src = x
+        src = nonneg if t.kind == "u" else x
         if dtype.kind in "iu" and t.kind in "iu" and t.itemsize < dtype.itemsize:
-            continue  # (narrowing integers wraps in C; PyTorch says nothing)
+            continue
         if dtype.kind in "iu" and t.name == "float16" and dtype.itemsize > 1:
             continue  # (int extremes overflow float16)
         out.append(src.to(t))
-    return tuple(out)
+    return WithInputs(out, [("x", x)])
 
 
 def _transfer(device: str, dtype: Any, layout: str, tested: str = "") -> Any:
