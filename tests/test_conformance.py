@@ -272,3 +272,35 @@ def test_float16_products_must_accumulate_in_float32_as_the_spec_says(monkeypatc
     finally:
         rc.unregister_backend(name)
     assert status == "fail" and "differ" in detail, detail  # a wrong value, not a crash
+
+
+def test_a_checkout_run_for_another_backend_skips_the_missing_backends_tests(tmp_path):
+    """RTX_TEST_DEVICES=mydev pytest tests, where rtx_cuda is not installed: its
+    module skips with the reason instead of ending the collection."""
+    from pathlib import Path
+
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "rtx_cuda.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'rtx_cuda'\", name='rtx_cuda')\n")
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=f"{shadow}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+               RTX_TEST_DEVICES="cpu")
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
+                          "tests/test_cuda.py"], capture_output=True, text=True, timeout=300,
+                         cwd=root, env=env)
+    assert res.returncode in (0, 5), res.stdout + res.stderr  # 5: nothing left to run
+    assert "rtx_cuda (the CUDA backend) is not installed" in res.stdout, res.stdout
+    assert "error" not in res.stdout.lower().split("short test summary")[0], res.stdout
+
+
+def test_a_filtered_run_says_it_is_partial(tmp_path):
+    n = len(ops.PRIMITIVES)
+    p = _run(["rtxcore.testing", "template", "-k", "matmul or fuse"], tmp_path,
+             env={"RTX_FALLBACK": "cpu"})
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr
+    assert f"1 of {n} primitives on template:0: 1 pass, 0 fail, 0 missing" in p.stdout
+    # the template has no fuse hook: its row is missing, and the count says so
+    assert "1 fused groups: 0 pass, 0 fail, 1 missing" in p.stdout
+    assert p.stdout.count("conformance: PASS -- a partial run") == 1
+    assert len([ln for ln in p.stdout.splitlines() if ln.startswith("conformance:")]) == 1

@@ -11,6 +11,7 @@ import pytest
 import rtxcore as rc
 from rtxcore.testing import assert_close
 
+pytest.importorskip("rtx_cpu", reason="rtx_cpu (the NumPy backend) is not installed")
 from rtx_cpu import memory
 
 

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+pytest.importorskip("rtx_cpu", reason="rtx_cpu (the NumPy backend) is not installed")
 from rtx_cpu import cfused
 from rtx_cpu import fused as CF
 from rtx_cpu.kernels import KERNELS

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import rtxcore as rc
+pytest.importorskip("rtx_cpu", reason="rtx_cpu (the NumPy backend) is not installed")
 from rtx_cpu import fused as CF
 from rtx_cpu.kernels import KERNELS
 from rtx_cpu.pow_kernels import FLOAT_EXPONENTS, HALF_EXPONENTS, INT_EXPONENTS

@@ -56,6 +56,7 @@ def device_under_test(config: pytest.Config) -> str:
 
 
 _FAILS = [0]  # fail entries recorded so far
+_DESELECTED = [0]  # suite tests left out by -k / -m / --deselect
 _AT_START: dict[str, int] = {}
 
 
@@ -96,11 +97,21 @@ def pytest_runtest_makereport(item: Any, call: Any) -> Any:
                f"{name}: {line}")
 
 
+def pytest_deselected(items: list[Any]) -> None:
+    _DESELECTED[0] += len(items)
+
+
+def pytest_sessionfinish(session: Any, exitstatus: int) -> None:  # (before the summary)
+    if session.shouldstop or session.shouldfail:
+        _DESELECTED[0] += 1  # stopped early (-x, --maxfail): some of the suite never ran
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     if _DEVICE not in config.stash or not RESULTS:
         return
     terminalreporter.write_sep("=", f"rtxcore conformance: {config.stash[_DEVICE]}")
-    terminalreporter.write_line(format_table(RESULTS, config.stash[_DEVICE]))
+    terminalreporter.write_line(format_table(RESULTS, config.stash[_DEVICE],
+                                             partial=_DESELECTED[0] > 0))
 
 
 def summarize(entries: list[tuple[str, str, float, str]]) -> tuple[str, float, str]:
@@ -117,10 +128,12 @@ def summarize(entries: list[tuple[str, str, float, str]]) -> tuple[str, float, s
     return "pass", worst, ""
 
 
-def format_table(results: dict[str, list[tuple[str, str, float, str]]], device: str) -> str:
+def format_table(results: dict[str, list[tuple[str, str, float, str]]], device: str,
+                 partial: bool = False) -> str:
     """One table: the primitives, the composite kernels the backend supplies,
     then the smoke tests; a count per section, and the total of failures (the
-    run fails exactly when it is not 0)."""
+    run fails exactly when it is not 0). ``partial``: part of the suite was left
+    out (``-k``, ``-x``), which the last line says: it passed, not conformance."""
     from ..dispatch import ops as OPS
 
     sections = [
@@ -147,11 +160,19 @@ def format_table(results: dict[str, list[tuple[str, str, float, str]]], device: 
             lines.append(f"{op:<{width}}  {status:<8} {n:>5}  {shown:>10}  {detail}".rstrip())
             counts[status] += 1
         fails += counts["fail"]
-        missing = f", {counts['missing']} missing" if title == "primitives" else ""
+        missing = f", {counts['missing']} missing" \
+            if title == "primitives" or counts["missing"] else ""
         summary.append(f"{len(ops)} {title}: {counts['pass']} pass, {counts['fail']} fail{missing}")
     lines.append("")
-    head = f"{len(OPS.PRIMITIVES)} primitives on {device}: " + summary[0].split(": ", 1)[1] \
-        if sections[0][1] else f"0 primitives on {device}"
-    lines.append("; ".join([head, *summary[1:]]) if summary else head)
-    lines.append("conformance: " + ("PASS" if fails == 0 else f"FAIL ({fails} rows fail)"))
+    run = len(sections[0][1])
+    total = len(OPS.PRIMITIVES)
+    counted = f"{total}" if run == total else f"{run} of {total}"
+    head = f"{counted} primitives on {device}: " + summary[0].split(": ", 1)[1] \
+        if sections[0][1] else f"0 of {total} primitives on {device}"
+    lines.append("; ".join([head, *summary[1:]]) if sections[0][1] else
+                 "; ".join([head, *summary]))
+    verdict = "PASS" if fails == 0 else f"FAIL ({fails} rows fail)"
+    if partial:
+        verdict += " -- a partial run (tests deselected or stopped early): not the whole suite"
+    lines.append("conformance: " + verdict)
     return "\n".join(lines)
