@@ -81,15 +81,16 @@ def ref_grads(x, w, g, stride, pads, dil):
 # -- running the kernels -------------------------------------------------------------------
 
 
-def run_kernels(x, w, b, g, stride, pads, dil, dx_path=None):
-    """(out, cols, dx, dw) from the kernels; dx_path picks the input gradient's path
-    (None: the one conv2d_input_grad picks)."""
+def run_kernels(x, w, b, g, stride, pads, dil, dx_path=None, fwd_path=None):
+    """(out, cols, dx, dw) from the kernels; dx_path and fwd_path pick the input
+    gradient's and the forward's path (None: the one the kernel picks)."""
     n, c, h, wd = x.shape
     oc, _, kh, kw = w.shape
     oh, ow = ref_out_hw(h, wd, kh, kw, stride, pads, dil)
     out = np.empty((n, oc, oh, ow), x.dtype)
     cols = np.empty((c * kh * kw, n * oh * ow), x.dtype)
-    K.conv2d(out, cols, x, w, b, stride, pads, dil)
+    fwd = {None: K.conv2d, "cols": K._conv2d_cols, "rows": K._conv2d_rows}[fwd_path]
+    fwd(out, cols, x, w, b, stride, pads, dil)
     dx = np.empty(x.shape, x.dtype)
     if dx_path is None:
         K.conv2d_input_grad(dx, g, w, stride, pads, dil)
@@ -188,8 +189,29 @@ def test_input_grad_paths_agree(case, dtype):
         close(dx, rdx, dtype, f"input grad by {path}")
 
 
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64], ids=lambda d: d.__name__)
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_forward_paths_agree(case, dtype):
+    """Both forward paths (W @ cols; positions-major) give the reference's output
+    and the contract's cols."""
+    x, w, b, _ = _data(case, dtype, seed=6)
+    _, (oc, kh, kw), stride, pads, dil = case
+    n, c, h, wd = x.shape
+    oh, ow = ref_out_hw(h, wd, kh, kw, stride, pads, dil)
+    want = ref_conv(x, w, b, stride, pads, dil)
+    for kernel in (K._conv2d_cols, K._conv2d_rows):
+        for bias in (b, None):
+            out = np.empty((n, oc, oh, ow), x.dtype)
+            cols = np.empty((c * kh * kw, n * oh * ow), x.dtype)
+            kernel(out, cols, x, w, bias, stride, pads, dil)
+            close(out, want if bias is not None else want - b.astype(np.float64)[:, None, None],
+                  dtype, kernel.__name__)
+            np.testing.assert_array_equal(cols, ref_cols(x, kh, kw, stride, pads, dil, oh, ow))
+
+
+@pytest.mark.parametrize("fwd", ["cols", "rows"])
 @pytest.mark.parametrize("path", ["correlate", "correlate_rows", "col2im", "col2im_cl"])
-def test_chunks_and_layouts(monkeypatch, path):
+def test_chunks_and_layouts(monkeypatch, path, fwd):
     """A batch cut into chunks of several images, a last chunk shorter than the
     others, and non-contiguous x, weight and g."""
     monkeypatch.setattr(K, "_CHUNK", 3 * 45 * 64)  # chunks of 5, 3 and 5 images
@@ -199,7 +221,7 @@ def test_chunks_and_layouts(monkeypatch, path):
     ws = w.transpose(0, 1, 3, 2).copy().transpose(0, 1, 3, 2)
     gs = g[:, :, :, ::-1].copy()[:, :, :, ::-1]
     _, _, stride, pads, dil = case
-    out, cols, dx, dw = run_kernels(xs, ws, b, gs, stride, pads, dil, dx_path=path)
+    out, cols, dx, dw = run_kernels(xs, ws, b, gs, stride, pads, dil, dx_path=path, fwd_path=fwd)
     close(out, ref_conv(x, w, b, stride, pads, dil), np.float32, "forward")
     rdx, rdw = ref_grads(x, w, g, stride, pads, dil)
     close(dx, rdx, np.float32, "input grad")
@@ -254,8 +276,9 @@ def test_functional_conv2d_on_cpu(dtype):
 # -- threads -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", ["correlate", "correlate_rows", "col2im", "col2im_cl"])
-def test_same_bits_on_any_thread_count(monkeypatch, path):
+@pytest.mark.parametrize("path,fwd", [("correlate", "rows"), ("correlate_rows", "cols"),
+                                      ("col2im", "cols"), ("col2im_cl", "rows")])
+def test_same_bits_on_any_thread_count(monkeypatch, path, fwd):
     """A batch split over 1, 2 and 4 threads (each thread's chunks with one BLAS
     thread) gives the single run's bits: output, cols and input gradient."""
     pytest.importorskip("threadpoolctl")
@@ -277,7 +300,8 @@ def test_same_bits_on_any_thread_count(monkeypatch, path):
     try:
         for t in (1, 2, 4):
             rc.set_num_threads(t)
-            got[t] = run_kernels(x, w, b, g, stride, (1, 1, 1, 1), (1, 1), dx_path=path)
+            got[t] = run_kernels(x, w, b, g, stride, (1, 1, 1, 1), (1, 1), dx_path=path,
+                                 fwd_path=fwd)
     finally:
         rc.set_num_threads(old)
     assert max(splits) > 1  # the batch was split
