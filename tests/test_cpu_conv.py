@@ -310,3 +310,31 @@ def test_same_bits_on_any_thread_count(monkeypatch, path, fwd):
             np.testing.assert_array_equal(a, z)
     rdx, _ = ref_grads(x, w, g, stride, (1, 1, 1, 1), (1, 1))
     close(got[2][2], rdx, np.float32, "input grad on 2 threads")
+
+
+@pytest.mark.parametrize("fwd", [K._conv2d_cols, K._conv2d_rows], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("dxk", [lambda dx, g, w, s, p, d: K._input_grad_correlate(dx, g, w, p, d),
+                                 lambda dx, g, w, s, p, d: K._input_grad_correlate_rows(
+                                     dx, g, w, p, d),
+                                 K._input_grad_col2im, K._input_grad_col2im_cl],
+                         ids=["correlate", "correlate_rows", "col2im", "col2im_cl"])
+@pytest.mark.parametrize("chunk", [1, 1 << 18], ids=["one image a chunk", "whole batch"])
+def test_outputs_of_any_layout(monkeypatch, fwd, dxk, chunk):
+    """out, dx and dweight written through whatever strides they have (channels-last
+    buffers here)."""
+    monkeypatch.setattr(K, "_CHUNK", chunk)
+    case = ((3, 8, 9, 9), (8, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1))
+    x, w, b, g = _data(case, np.float32, seed=7)
+    _, _, stride, pads, dil = case
+    n, c, h, wd = x.shape
+    out = np.empty((n, 9, 9, 8), np.float32).transpose(0, 3, 1, 2)
+    cols = np.empty((c * 9, n * 81), np.float32)
+    fwd(out, cols, x, w, b, stride, pads, dil)
+    close(out, ref_conv(x, w, b, stride, pads, dil), np.float32, "forward")
+    dx = np.empty((n, h, wd, c), np.float32).transpose(0, 3, 1, 2)
+    dxk(dx, g, w, stride, pads, dil)
+    dwt = np.empty((3, 3, 8, 8), np.float32).transpose(3, 2, 0, 1)
+    K.conv2d_weight_grad(dwt, g, cols)
+    rdx, rdw = ref_grads(x, w, g, stride, pads, dil)
+    close(dx, rdx, np.float32, "input grad")
+    close(dwt, rdw, np.float32, "weight grad")

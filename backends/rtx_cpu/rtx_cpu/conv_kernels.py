@@ -270,8 +270,8 @@ def _input_grad_correlate_rows(dx: np.ndarray, g: np.ndarray, weight: np.ndarray
             rb = rows[:m * p]
             np.copyto(rb.reshape(m, h, w, kh, kw, oc),
                       _windows_cl(gc[:m], kh, kw, h, w, (1, 1), dilation))
-            y = (rb @ wr).reshape(m, p, c).transpose(0, 2, 1)
-            np.copyto(dx[b0:b1].reshape(m, c, p), y, casting="unsafe")
+            y = (rb @ wr).reshape(m, h, w, c).transpose(0, 3, 1, 2)
+            np.copyto(dx[b0:b1], y, casting="unsafe")
 
     _over_images(part, n, nb, c * k * p * n)
 
@@ -294,7 +294,7 @@ def _conv2d_rows(out: np.ndarray, cols: np.ndarray, x: np.ndarray, weight: np.nd
     wr = np.ascontiguousarray(weight.transpose(2, 3, 1, 0), wt).reshape(k, oc)
     nb = _chunk(n, k * p)
     cols6 = cols.reshape(c, kh, kw, n, oh, ow)
-    b2 = None if bias is None else bias.reshape(oc, 1)
+    b3 = None if bias is None else bias.reshape(oc, 1, 1)
 
     def part(lo: int, hi: int) -> None:
         padder = _Padder(nb, c, h, w, padding, x.dtype) if any(padding) else None
@@ -310,12 +310,11 @@ def _conv2d_rows(out: np.ndarray, cols: np.ndarray, x: np.ndarray, weight: np.nd
             rb = rows[:m * p]
             np.copyto(rb.reshape(m, oh, ow, kh, kw, c),
                       _windows_cl(xc[:m], kh, kw, oh, ow, stride, dilation))
-            y = (rb @ wr).reshape(m, p, oc).transpose(0, 2, 1)
-            ob = out[b0:b1].reshape(m, oc, p)
-            if b2 is None:
-                np.copyto(ob, y, casting="unsafe")
+            y = (rb @ wr).reshape(m, oh, ow, oc).transpose(0, 3, 1, 2)
+            if b3 is None:
+                np.copyto(out[b0:b1], y, casting="unsafe")
             else:
-                np.add(y, b2, out=ob, casting="unsafe")
+                np.add(y, b3, out=out[b0:b1], casting="unsafe")
 
     _over_images(part, n, nb, oc * k * p * n)
 
