@@ -18,7 +18,8 @@ class Device:
     or ``is``. Also a context manager that makes it the default device."""
 
     __slots__ = ("type", "index", "_ready", "kernels", "backend", "_dtypes", "view", "_limits",
-                 "_raw_to_host", "_pending_checks", "__weakref__")
+                 "_raw_to_host", "_pending_checks", "functional", "adopt", "storage_type",
+                 "__weakref__")
 
     _interned: dict[tuple[str, int], "Device"] = {}
     _lock = threading.Lock()
@@ -65,6 +66,9 @@ class Device:
                 dev.backend = None
                 dev._dtypes = frozenset()
                 dev.view = None
+                dev.functional = {}
+                dev.adopt = None
+                dev.storage_type = None
                 cls._interned[key] = dev
         return dev
 
@@ -96,6 +100,15 @@ class Device:
             self.kernels = self._checked_reads(self.kernels)
         self._dtypes = frozenset(_dt.BY_NAME[n] for n in b.dtypes(self.index))
         self.view = b.view
+        # functional kernels (dispatch.functional): what the fresh-result paths call
+        self.functional = {op: k.functional for op, k in self.kernels.items()
+                           if getattr(k, "functional", None) is not None}
+        self.adopt = b.adopt
+        from .tensor import ReleasedStorage, Storage
+
+        # buffers whose backend wants to hear when they die (Backend.release)
+        self.storage_type = ReleasedStorage if getattr(b, "release", None) is not None \
+            else Storage
         self._ready = True
         return self
 

@@ -24,6 +24,19 @@ class Storage:
         self.version = 0
 
 
+class ReleasedStorage(Storage):
+    """A Storage whose backend asked to hear when its buffer is dead
+    (``Backend.release``): told once, when no tensor or view holds it any more."""
+
+    __slots__ = ()
+
+    def __del__(self) -> None:
+        try:
+            self.device.backend.release(self.buffer)
+        except Exception:  # (a release hook must not raise; never from a finalizer)
+            pass
+
+
 class Tensor:
     __slots__ = ("_storage", "_shape", "_strides", "_offset", "_dtype", "_device",
                  "_h", "_ag", "_base", "__weakref__")

@@ -11,14 +11,14 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from . import ops
-from .backend import Backend, BackendPlugin, backend_hooks, optional_import
+from .backend import Backend, BackendPlugin, Out, backend_hooks, functional, optional_import
 from .types import DType, OutOfMemoryError, View, contiguous_strides
 
 # Called after every table rebuild (the core uses it to drop per-device caches).
 _listeners: list[Callable[[], None]] = []
 
-__all__ = ["hookimpl", "Backend", "BackendPlugin", "DType", "OutOfMemoryError", "View",
-           "backend_hooks", "contiguous_strides", "ops", "optional_import"]
+__all__ = ["hookimpl", "Backend", "BackendPlugin", "DType", "Out", "OutOfMemoryError", "View",
+           "backend_hooks", "contiguous_strides", "functional", "ops", "optional_import"]
 
 
 def __getattr__(name: str) -> Any:

@@ -49,7 +49,10 @@ class Backend:
         notes() [[]: lines for ``rtx info``, e.g. devices found but left out],
         view(buffer, shape, strides, offset, dtype) [a :class:`View`],
         to_dlpack(view, **kw) / from_dlpack(obj, index) [refuse],
-        profiling_start(current) / profiling_stop() [no device-side times].
+        profiling_start(current) / profiling_stop() [no device-side times],
+        adopt(array, dtype, index) / write(out, array) [refuse: needed only by a
+        backend with functional kernels, see :func:`functional`],
+        release(buffer) [nothing: the core's last reference to a buffer is gone].
     """
 
     name: str = ""
@@ -168,6 +171,27 @@ class Backend:
         times on the host's ``time.perf_counter_ns()`` clock."""
         return []
 
+    # -- functional kernels (optional; see :func:`functional`) -----------------------
+    def adopt(self, array: Any, dtype: Any, index: int) -> tuple[Any, Any]:
+        """(buffer, View) of a fresh native ``array`` a functional kernel returned,
+        contiguous, of ``dtype`` on device ``index``: the array becomes the buffer,
+        no copy."""
+        raise NotImplementedError(f"backend {self.name!r} declares functional kernels but no "
+                                  "adopt(array, dtype, index)")
+
+    def write(self, out: Any, array: Any) -> None:
+        """Write native ``array`` (out's shape and dtype) into the view ``out``: how
+        the core runs a functional kernel where it must fill a given ``out`` (an
+        in-place op, ``out=``, a strided target)."""
+        raise NotImplementedError(f"backend {self.name!r} declares functional kernels but no "
+                                  "write(out, array)")
+
+    release: Callable[[Any], None] | None = None
+    """Optional: ``release(buffer)`` is called when no tensor or view uses
+    ``buffer`` any more (its storage was collected), so a backend may donate or
+    reuse it. Called at most once per buffer, from whatever thread dropped the
+    last reference; it must not raise."""
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
 
@@ -233,3 +257,53 @@ def optional_import(module: str, label: str, fix: str) -> tuple[Any, str | None]
         return __import__(module), None
     except Exception as exc:  # ImportError, or a broken install
         return None, f"{label} is not importable ({type(exc).__name__}: {exc}); {fix}"
+
+
+# families whose kernels may be functional: one result of a shape and dtype the
+# core knows before the call
+FUNCTIONAL_FAMILIES = frozenset({"unary", "binary", "compare", "ternary", "reduce", "matmul"})
+
+
+class Out(tuple):
+    """What a functional kernel is asked to produce: ``(shape, dtype)``, a rtxcore
+    DType (``.shape``, ``.dtype`` read the same)."""
+
+    __slots__ = ()
+
+    def __new__(cls, shape: tuple[int, ...], dtype: Any) -> "Out":
+        return super().__new__(cls, (tuple(shape), dtype))
+
+    shape = property(lambda self: self[0])
+    dtype = property(lambda self: self[1])
+
+
+def functional(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark a kernel functional: it is called ``fn(like, *inputs)`` -- the
+    destination form's arguments with ``out`` replaced by ``like``, an
+    :class:`Out` ``(shape, dtype)`` -- and returns a fresh native array of that
+    shape and dtype instead of writing into ``out``. For a library whose calls
+    return new arrays (JAX, immutable arrays) this is one library call where the
+    destination form needs several.
+
+    Allowed for the unary, binary, compare, ternary (``where``), reduce and
+    matmul primitives, and ``cast``. The backend then implements
+    ``Backend.adopt`` (the result becomes a buffer) and ``Backend.write``: the
+    core calls the functional form wherever the result is a fresh tensor, and
+    where it must fill a given ``out`` (in-place ops, ``out=``, a strided
+    target) it calls ``write(out, fn(like, *inputs))``."""
+    fn.rtx_functional = True  # type: ignore[attr-defined]
+    return fn
+
+
+def destination_form(backend: Backend, op: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The kernel the table holds for a functional ``fn``: the destination form
+    ``kernel(out, *inputs)`` by ``backend.write``, with ``fn`` as its
+    ``functional`` attribute (what the core's fresh-result paths call)."""
+    write = backend.write
+
+    def kernel(out: Any, *inputs: Any) -> None:
+        write(out, fn(Out(out.shape, out.dtype), *inputs))
+
+    kernel.functional = fn  # type: ignore[attr-defined]
+    kernel.__name__ = kernel.__qualname__ = op
+    return kernel

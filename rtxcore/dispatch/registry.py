@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from . import ops as _ops
-from .backend import Backend
+from .backend import FUNCTIONAL_FAMILIES, Backend, destination_form
 
 ENTRY_POINT_GROUP = "rtxcore.backends"
 
@@ -280,7 +280,18 @@ class Registry:
                         )
                     elif op in kernels:
                         shadowed.setdefault(op, []).append(impl.plugin_name)
+                    elif getattr(fn, "rtx_functional", False) and not _functional_ok(op):
+                        self.problems.append(
+                            PluginProblem(
+                                impl.plugin_name,
+                                f"kernel {op!r} for {name!r} is marked functional, which only "
+                                "unary, binary, compare, where, reduce, matmul and cast "
+                                "kernels may be; ignored",
+                            )
+                        )
                     else:
+                        if getattr(fn, "rtx_functional", False):
+                            fn = destination_form(entry.backend, op, fn)
                         kernels[op] = fn
                         providers[op] = impl.plugin_name
             entry.built = True
@@ -358,6 +369,11 @@ class Registry:
             f"unknown device type {device_type!r}; known device types: "
             + ", ".join(known)
         )
+
+
+def _functional_ok(op: str) -> bool:
+    spec = _ops.PRIMITIVES.get(op)
+    return spec is not None and (spec.family in FUNCTIONAL_FAMILIES or op == "cast")
 
 
 def _describe(exc: BaseException) -> str:

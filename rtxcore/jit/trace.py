@@ -121,8 +121,11 @@ def _install() -> None:
         table, view = dev.kernels, dev.view
         routed = {op: _route_kernel(op, k) for op, k in table.items()}
         rview = _route_view(view)
-        _routed[dev] = (routed, table, rview, view)
+        _routed[dev] = (routed, table, rview, view, dev.functional)
         dev.kernels, dev.view = routed, rview
+        # a backend's functional kernels bypass the table: while anything traces,
+        # every op goes through the (routed) destination forms instead
+        dev.functional = {}
     _route_method(R.Generator, "take", "on_take")
     _watch_slot("_storage")
     _watch_slot("_h")
@@ -135,9 +138,10 @@ def _install() -> None:
 def _uninstall() -> None:
     """Put back what ``_install`` replaced (a table the registry rebuilt since
     is the registry's: left alone)."""
-    for dev, (routed, table, rview, view) in _routed.items():
+    for dev, (routed, table, rview, view, functional) in _routed.items():
         if dev.kernels is routed:
             dev.kernels = table
+            dev.functional = functional
         if dev.view is rview:
             dev.view = view
     _routed.clear()

@@ -11,6 +11,7 @@ from typing import Any, Callable
 from .. import dtype as D
 from .._native import safe_offset as _safe_offset, view_of
 from ..device import Device, get_default_device
+from ..dispatch.backend import Out
 from ..dispatch.types import DType, contiguous_strides
 from ..shape import expand_strides
 from ..tensor import Storage, Tensor
@@ -54,7 +55,7 @@ def fresh(buf: Any, h: Any, shape: tuple[int, ...], dtype: DType, dev: Device) -
     """A new contiguous tensor on a buffer the device just allocated: every op's
     result is one (so ``make``'s stores are written out, and its Storage is made
     without a call to the class)."""
-    s = _new(Storage)
+    s = _new(dev.storage_type)
     s.buffer = buf
     s.device = dev
     s.version = 0
@@ -112,6 +113,30 @@ def empty(shape: tuple[int, ...], dtype: DType, dev: Device) -> Tensor:
     return fresh(buf, h, shape, dtype, dev)
 
 
+def computed(dev: Device, op: str, k: Callable[..., Any], shape: tuple[int, ...], dtype: DType,
+             *inputs: Any) -> Tensor:
+    """A new contiguous tensor holding ``op``'s result (kernel ``k``): from the
+    backend's functional form where it has one (one call, the result adopted as
+    the buffer), else ``k`` into a new buffer."""
+    fn = dev.functional.get(op) if dev.functional else None
+    if fn is None:
+        t = empty(shape, dtype, dev)
+        k(t._h, *inputs)
+        return t
+    if dtype not in dev._dtypes:
+        check_dtype(dtype, dev)
+    return adopted(dev, fn(Out(shape, dtype), *inputs), shape, dtype)
+
+
+def adopted(dev: Device, array: Any, shape: tuple[int, ...], dtype: DType) -> Tensor:
+    """A new contiguous tensor on a functional kernel's result ``array``."""
+    try:
+        buf, h = dev.adopt(array, dtype, dev.index)
+    except MemoryError as exc:
+        raise out_of_memory(shape, dtype, dev, exc) from None
+    return fresh(buf, h, shape, dtype, dev)
+
+
 def out_of_memory(shape: tuple[int, ...], dtype: DType, dev: Device,
                   exc: BaseException) -> Exception:
     """rtxcore's OutOfMemoryError (a RuntimeError) for a failed allocation."""
@@ -136,7 +161,7 @@ def from_host(arr: Any, dev: Device) -> Tensor:
         buf, h = kernel(dev, "from_host")(arr, dtype, dev.index)
     except MemoryError as exc:
         raise out_of_memory(shape, dtype, dev, exc) from None
-    return make(Storage(buf, dev), shape, cstrides(shape), 0, dtype, dev, h)
+    return make(dev.storage_type(buf, dev), shape, cstrides(shape), 0, dtype, dev, h)
 
 
 def from_data(data: Any, dtype: DType | None, device: Any) -> Tensor:
@@ -219,9 +244,8 @@ def cast(t: Tensor, dtype: DType) -> Tensor:
     """``t`` converted to ``dtype`` (``t`` itself when it already has it)."""
     if t._dtype is dtype:
         return t
-    out = empty(t._shape, dtype, t._device)
-    kernel(t._device, "cast")(view_of(out), view_of(t))
-    return out
+    dev = t._device
+    return computed(dev, "cast", kernel(dev, "cast"), t._shape, dtype, view_of(t))
 
 
 def contiguous(t: Tensor) -> Tensor:

@@ -19,8 +19,9 @@ from ..device import Device
 from ..dispatch.types import DType
 from ..shape import broadcast_shapes
 from ..tensor import Tensor
-from .alloc import (_CSTRIDES, _new, _operand_tensor, as_tensor_on, as_view, bad_operand,  # noqa: F401
-                    buffer, cast, check_dtype, contiguous, cstrides, empty, expand_to, fresh, from_data,
+from ..dispatch.backend import Out
+from .alloc import (_CSTRIDES, _new, _operand_tensor, adopted, as_tensor_on, as_view,  # noqa: F401
+                    bad_operand, buffer, cast, computed, check_dtype, contiguous, cstrides, empty, expand_to, fresh, from_data,
                     from_host, full_on, is_scalar, kernel, make, mixed_devices, out_of_memory,
                     own_kernel, ready_device, scalar_for, tensor_arg, zeros_on)
 
@@ -54,9 +55,13 @@ def unary_op(op: str, kind: int = SAME) -> Callable[[Any], Tensor]:
             if dt not in dev._dtypes:
                 check_dtype(dt, dev)
         shape = x._shape
-        buf, h = buffer(shape, dt, dev)
         a = x._h
-        k(h, view_of(x) if a is None else a)
+        if a is None:
+            a = view_of(x)
+        if dev.functional and op in dev.functional:  # (a backend's functional kernel)
+            return adopted(dev, dev.functional[op](Out(shape, dt), a), shape, dt)
+        buf, h = buffer(shape, dt, dev)
+        k(h, a)
         return fresh(buf, h, shape, dt, dev)
 
     run.__name__ = run.__qualname__ = op
@@ -201,6 +206,8 @@ def binary_op(op: str, kind: int = SAME) -> Callable[[Any, Any], Tensor]:
             dt = _bool
             if dt not in dev._dtypes:
                 check_dtype(dt, dev)
+        if dev.functional and op in dev.functional:  # (a backend's functional kernel)
+            return adopted(dev, dev.functional[op](Out(shape, dt), a, b), shape, dt)
         buf, h = buffer(shape, dt, dev)
         k(h, a, b)
         return fresh(buf, h, shape, dt, dev)
@@ -280,19 +287,9 @@ def _binary(op: str, x: Any, y: Any, kind: int, out: Tensor | None) -> Tensor:
     b = expand_to(cast(y, dt), shape) if ty else scalar_for(y, dt)
     odt = _bool if kind == TO_BOOL else dt
     if out is None:
-        return _fresh(k, dev, shape, odt, a, b)
+        return computed(dev, op, k, shape, odt, a, b)
     check_overlap(op + "_", out, x, y)
     return _write_inplace(op, k, out, odt, (a, b), shape)
-
-
-def _fresh(k: Callable[..., Any], dev: Device, shape: tuple[int, ...], odt: DType,
-           a: Any, b: Any) -> Tensor:
-    """Run binary kernel ``k`` into a new contiguous tensor."""
-    if odt not in dev._dtypes:
-        check_dtype(odt, dev)
-    buf, h = buffer(shape, odt, dev)
-    k(h, a, b)
-    return fresh(buf, h, shape, odt, dev)
 
 
 def where(cond: Tensor, x: Any, y: Any) -> Tensor:
@@ -314,9 +311,7 @@ def where(cond: Tensor, x: Any, y: Any) -> Tensor:
     c = expand_to(cast(cond, _bool), shape)
     a = expand_to(cast(x, dt), shape) if isinstance(x, Tensor) else scalar_for(x, dt)
     b = expand_to(cast(y, dt), shape) if isinstance(y, Tensor) else scalar_for(y, dt)
-    res = empty(shape, dt, dev)
-    kernel(dev, "where")(res._h, c, a, b)
-    return res
+    return computed(dev, "where", kernel(dev, "where"), shape, dt, c, a, b)
 
 
 # -- reductions ----------------------------------------------------------------------
@@ -343,9 +338,15 @@ def reduce(op: str, x: Tensor, axes: tuple[int, ...], keepdim: bool,
         rshape = tuple([n for i, n in enumerate(shape) if i not in axes])
     dev = x._device
     dt = x._dtype
-    buf, h = buffer(kshape, dt, dev)
     a = x._h
-    (dev.kernels.get(op) or kernel(dev, op))(h, view_of(x) if a is None else a, axes)
+    if a is None:
+        a = view_of(x)
+    if dev.functional and op in dev.functional:  # (a backend's functional kernel)
+        r = adopted(dev, dev.functional[op](Out(kshape, dt), a, axes), kshape, dt)
+        buf, h = r._storage.buffer, r._h
+    else:
+        buf, h = buffer(kshape, dt, dev)
+        (dev.kernels.get(op) or kernel(dev, op))(h, a, axes)
     return fresh(buf, h, kshape, dt, dev) if keepdim else fresh(buf, None, rshape, dt, dev)
 
 

@@ -57,7 +57,7 @@ def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
             dtype_ = D._BY_NUMPY[data.dtype]
             check_dtype(dtype_, dev)
             buf, _ = kernel(dev, "from_host")(data, dtype_, dev.index)  # kept: the flag's promise
-            return make(Storage(buf, dev), tuple(data.shape), _cstrides_for(data.shape), 0,
+            return make(dev.storage_type(buf, dev), tuple(data.shape), _cstrides_for(data.shape), 0,
                         dtype_, dev)
     return tensor(data, dtype=dt, device=dev)
 
@@ -108,7 +108,7 @@ def from_dlpack(ext: Any, *, device: Any = None) -> Tensor:
     if dtype is None:
         raise TypeError(f"from_dlpack: dtype {buf.dtype} is not supported")
     check_dtype(dtype, dev)
-    return make(Storage(buf, dev), tuple(shape), tuple(strides), offset, dtype, dev)
+    return make(dev.storage_type(buf, dev), tuple(shape), tuple(strides), offset, dtype, dev)
 
 
 def from_numpy(arr: np.ndarray) -> Tensor:
@@ -145,7 +145,7 @@ def from_numpy(arr: np.ndarray) -> Tensor:
         span = 1 + sum((n - 1) * s for n, s in zip(shape, strides)) if prod(shape) else 0
         base = np.lib.stride_tricks.as_strided(arr, (span,), (isz,))
     buf, _ = kernel(dev, "from_host")(base, dtype, dev.index)
-    return make(Storage(buf, dev), tuple(shape), strides, 0, dtype, dev)
+    return make(dev.storage_type(buf, dev), tuple(shape), strides, 0, dtype, dev)
 
 
 def _cstrides_for(shape: tuple[int, ...]) -> tuple[int, ...]:

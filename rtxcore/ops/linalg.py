@@ -18,7 +18,7 @@ from . import reduction as R
 from . import views as V
 from ..autograd.tape import differentiable
 from .._autocast import autocast_inputs, regions as _autocast_regions
-from .core import (as_view, bad_operand, cast, empty, expand_to, kernel, mixed_devices, tensor_arg,
+from .core import (as_view, bad_operand, cast, computed, empty, expand_to, kernel, mixed_devices, tensor_arg,
                    view_of)
 from .joining import stack
 
@@ -41,9 +41,8 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         # fast path: a plain matrix product
         (n, k), (k2, m) = a._shape, b._shape
         if k == k2:
-            out = empty((n, m), a._dtype, dev)
-            (dev.kernels.get("matmul") or kernel(dev, "matmul"))(out._h, view_of(a), view_of(b))
-            return out
+            return computed(dev, "matmul", dev.kernels.get("matmul") or kernel(dev, "matmul"),
+                            (n, m), a._dtype, view_of(a), view_of(b))
     elif na == 1 and nb == 1 and a._dtype is b._dtype and a._shape == b._shape:
         # fast path: a dot product, as a (1, k) @ (k, 1) matmul on views
         (k,) = a._shape
@@ -77,10 +76,8 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
             f"matmul: shapes {tuple(a._shape)} and {tuple(b._shape)} cannot be multiplied: "
             f"batch dimensions {tuple(a2._shape[:-2])} and {tuple(b2._shape[:-2])} don't broadcast"
         ) from None
-    out = empty(batch + (n, m), dt, a._device)
-    kernel(a._device, "matmul")(
-        out._h, expand_to(a2, batch + (n, k)), expand_to(b2, batch + (k, m))
-    )
+    out = computed(dev, "matmul", kernel(dev, "matmul"), batch + (n, m), dt,
+                   expand_to(a2, batch + (n, k)), expand_to(b2, batch + (k, m)))
     # drop the dims that 1-D operands gained
     if na == 1 and nb == 1:
         return as_view(out, (), (), 0)

@@ -196,6 +196,17 @@ class _Swaps:
 
         self._undo.append(undo)
 
+    def slot(self, obj: Any, name: str, new: Any) -> None:
+        """An attribute of a slotted object (a Device's), always present."""
+        old = getattr(obj, name)
+        setattr(obj, name, new)
+
+        def undo() -> None:
+            if getattr(obj, name) is new:
+                setattr(obj, name, old)
+
+        self._undo.append(undo)
+
     def cell(self, c: Any, new: Any) -> None:
         old = c.cell_contents
         c.cell_contents = new
@@ -230,6 +241,11 @@ def _install(swaps: _Swaps) -> dict[int, tuple[Callable[..., Any], Callable[...,
             w = _recording_kernel(f"{dev_type}::{op}", dev_type, k)
             wrapped[id(w)] = (w, k)
             swaps.setitem(table, op, w)
+    # a backend's functional kernels bypass the table: while profiling, every op
+    # runs its (recorded) destination form
+    for dev in list(Device._interned.values()):
+        if dev.functional:
+            swaps.slot(dev, "functional", {})
 
     # front-ends: the function each @differentiable / @inplace wrapper calls
     names = set()

@@ -79,4 +79,24 @@ def run_call(device: str, op: str, call: Call) -> tuple[np.ndarray, ...]:
         outs = [core.empty(tuple(shape), dtype_named(dt) if isinstance(dt, str) else dt, dev)
                 for shape, dt in call.outs]
         k(*[core.view_of(o) for o in outs], *args)
-    return tuple(o.cpu().numpy() for o in outs)
+        got = tuple(o.cpu().numpy() for o in outs)
+        form = getattr(k, "functional", None)
+        if form is not None and len(outs) == 1:  # a functional kernel: both forms checked
+            _same_as_functional(op, form, outs[0], args, got[0])
+    return got
+
+
+def _same_as_functional(op: str, form: Any, out: Any, args: list[Any], want: np.ndarray) -> None:
+    """The functional form (dispatch.functional) gives what the out= form wrote."""
+    from ..dispatch.backend import Out
+    from ..ops.alloc import adopted
+
+    dev = out._device
+    r = adopted(dev, form(Out(out._shape, out._dtype), *args), out._shape, out._dtype)
+    got = r.cpu().numpy()
+    same = got.shape == want.shape and got.dtype == want.dtype and bool(
+        np.array_equal(got, want, equal_nan=want.dtype.kind == "f"))
+    if not same:
+        raise AssertionError(f"{op}'s functional form gives {got.ravel()[:4]} ({got.dtype}"
+                             f"{list(got.shape)}) where its out= form wrote {want.ravel()[:4]} "
+                             f"({want.dtype}{list(want.shape)})")
