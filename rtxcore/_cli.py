@@ -9,7 +9,10 @@ from typing import Any
 from .dispatch import ops as _ops
 
 
-def collect() -> list[dict[str, Any]]:
+def collect(kernels: bool = False) -> list[dict[str, Any]]:
+    """One row per backend. A backend's kernel table is built at its device's first
+    use (a backend may import a large library, or set a process-wide switch, then);
+    its coverage is counted here only when it was built already, or ``kernels``."""
     from .dispatch.registry import registry
 
     registry.ensure_loaded()
@@ -37,7 +40,11 @@ def collect() -> list[dict[str, Any]]:
             row["available"] = False
             row["reason"] = f"descriptor raised {type(exc).__name__}: {exc}"
             row["devices"] = []
-        if row["available"]:
+        row["built"] = entry.built
+        if row["available"] and not (kernels or entry.built):
+            row["primitives"] = None  # (not built yet: `rtx info --kernels` builds it)
+            row["missing"], row["composites"], row["providers"], row["shadowed"] = [], [], {}, {}
+        elif row["available"]:
             # (the plugins' rtx_kernels for this device type: asked here if not yet)
             prims = [op for op in _ops.PRIMITIVES if op in entry.kernels]
             row["primitives"] = (len(prims), total)
@@ -60,7 +67,7 @@ def collect() -> list[dict[str, Any]]:
 def render(kernels: bool = False) -> str:
     from .dispatch.registry import registry
 
-    rows = collect()
+    rows = collect(kernels)
     lines = ["rtxcore backends", ""]
     w = max([10] + [len(r["name"]) for r in rows])
     wd = max([22] + [len(r["distribution"]) for r in rows])
@@ -72,7 +79,8 @@ def render(kernels: bool = False) -> str:
             lines.append(f"{'':<{w}} import error: {r['failed']}")
             continue
         status = "available" if r["available"] else "unavailable"
-        k = f"{r['primitives'][0]}/{r['primitives'][1]}" if r["primitives"] else "-"
+        k = f"{r['primitives'][0]}/{r['primitives'][1]}" if r["primitives"] else \
+            "unbuilt" if r["available"] else "-"
         devs = ", ".join(f"{r['name']}:{d['index']}" if r['name'] != 'cpu' else "cpu" for d in r["devices"]) or "-"
         lines.append(f"{r['name']:<{w}} {r['distribution']:<{wd}} {status:<12} {k:<9} {devs}")
         if not r["available"]:
@@ -93,6 +101,9 @@ def render(kernels: bool = False) -> str:
                 if plugin != r["plugin"] or op in r["shadowed"]:
                     lost = r["shadowed"].get(op, [])
                     lines.append(f"{'':<{w}} kernel {op}: from {plugin}" + (f" (shadows {', '.join(lost)})" if lost else ""))
+    if any(r.get("available") and r.get("primitives") is None for r in rows):
+        lines += ["", "kernels 'unbuilt': a backend's kernel table is built when its device is "
+                      "first used; `rtx info --kernels` builds every table to count them"]
     if registry.blocked:
         lines += ["", "disabled by RTX_DISABLE_BACKENDS: " + ", ".join(sorted(set(registry.blocked)))]
     if registry.problems:
@@ -122,8 +133,12 @@ def default_device_line() -> str:
 
     try:
         dev, why = default_device_reason()
-    except RuntimeError as exc:  # e.g. RTX_DEVICE names a device that doesn't exist
+    except RuntimeError as exc:  # e.g. RTX_DEVICE names an unknown device type
         return f"default device: none ({exc})"
+    try:
+        dev.supports("float32")  # binds it: installed, available, index in range
+    except RuntimeError as exc:
+        return f"default device: {dev} ({why}), which can't be used here: {exc}"
     return f"default device: {dev} ({why})"
 
 
@@ -131,7 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="rtx", description="rtxcore tools")
     sub = parser.add_subparsers(dest="cmd")
     info = sub.add_parser("info", help="list backends, devices and kernel coverage")
-    info.add_argument("--kernels", action="store_true", help="show which plugin supplies overridden kernels")
+    info.add_argument("--kernels", action="store_true",
+                      help="build every backend's kernel table: count each one's kernels and "
+                           "show which plugin supplies overridden ones")
     args = parser.parse_args(argv)
     if args.cmd != "info":
         parser.print_help()

@@ -121,6 +121,11 @@ def test_rtx_info_says_which_device_is_the_default_and_why():
     assert "default device: cpu (the cpu backend is installed)" in r.stdout
     r = run(["-m", "rtxcore", "info"], "", RTX_DEVICE="cpu:0")
     assert "default device: cpu (set by RTX_DEVICE='cpu:0')" in r.stdout
+    r = run(["-m", "rtxcore", "info"], "", RTX_DEVICE="cpu:3")
+    assert ("default device: cpu:3 (set by RTX_DEVICE='cpu:3'), which can't be used here: "
+            "device cpu:3 does not exist; cpu has 1 device") in r.stdout, r.stdout
+    r = run(["-m", "rtxcore", "info"], "", RTX_DEVICE="tpu")
+    assert "default device: none (unknown device type 'tpu'; known device types: " in r.stdout
 
 
 def test_rtx_info_without_any_backend_fails_with_the_install_hint():
