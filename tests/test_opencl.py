@@ -26,8 +26,8 @@ def _dev() -> "R.Device":
 
 
 def test_rtx_info_shows_platform_and_device_facts() -> None:
-    out = subprocess.run([sys.executable, "-m", "rtxcore", "info"], capture_output=True,
-                         text=True, check=True).stdout
+    out = subprocess.run([sys.executable, "-m", "rtxcore", "info", "--kernels"],
+                         capture_output=True, text=True, check=True).stdout
     line = next(ln for ln in out.splitlines() if ln.startswith("opencl"))
     n = len(rc.dispatch.ops.PRIMITIVES)
     assert "available" in line and f"{n}/{n}" in line

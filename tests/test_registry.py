@@ -396,7 +396,7 @@ def test_a_plugins_kernels_are_asked_for_when_its_device_is_first_used():
     assert out["built"] == ["cpu"]
     assert out["after_slowpoke"].count("slowpoke") == 1
     assert out["values"] == [[1.0, 1.0, 1.0], [4.0, 4.0]]
-    # rtx info shows every available backend, asking for the tables it hadn't
+    # rtx info counts the kernels of a table built already, and builds none itself
     total = len(rc.dispatch.ops.PRIMITIVES)
     assert f"{total}/{total}" in out["info_row"] and "available" in out["info_row"]
     assert out["info_calls"].count("slowpoke") == 1
@@ -463,7 +463,7 @@ def test_rtx_info_into_a_closed_pipe_exits_quietly():
 def test_rtx_info_lists_backends_devices_and_coverage(fake):
     from rtxcore._cli import collect, render
 
-    rows = {r["name"]: r for r in collect()}
+    rows = {r["name"]: r for r in collect(kernels=True)}
     total = len(rc.dispatch.ops.PRIMITIVES)
     assert rows["cpu"]["primitives"] == (total, total)
     assert rows["cpu"]["available"] and rows["cpu"]["devices"]
@@ -471,7 +471,7 @@ def test_rtx_info_lists_backends_devices_and_coverage(fake):
     assert rows["fake"]["missing"] == ["cos"]
     assert [d["index"] for d in rows["fake"]["devices"]] == [0, 1]
     assert "float64" not in rows["fake"]["devices"][1]["dtypes"]
-    text = render()
+    text = render(kernels=True)
     assert f"{total}/{total}" in text and f"{total - 1}/{total}" in text
     assert "missing primitives: cos" in text
 
@@ -553,3 +553,24 @@ def test_registering_a_disabled_plugin_is_refused(monkeypatch):
     with pytest.raises(RuntimeError, match="disabled by RTX_DISABLE_BACKENDS"):
         rc.register_backend(FastAdd(), name="fast-add")
     assert "fast-add" not in [p for p, _ in registry.pm.list_name_plugin()]
+
+
+def test_rtx_info_builds_no_kernel_table_unless_asked():
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import json
+        from rtxcore.dispatch.registry import registry
+        from rtxcore._cli import collect, render
+        text = render()
+        built_after_info = sorted(n for n, e in registry.backends.items() if e.built)
+        rows = {r["name"]: r for r in collect()}
+        text_k = render(kernels=True)
+        built_after_kernels = sorted(n for n, e in registry.backends.items() if e.built)
+        print(json.dumps([built_after_info, rows["cpu"]["primitives"], "unbuilt" in text,
+                          built_after_kernels, "unbuilt" in text_k]))
+    """)], capture_output=True, text=True, timeout=120, cwd=str(HERE.parent))
+    assert r.returncode == 0, r.stderr
+    import json
+
+    built, cpu_prims, says_unbuilt, built_k, unbuilt_k = json.loads(r.stdout.strip().splitlines()[-1])
+    assert built == [] and cpu_prims is None and says_unbuilt
+    assert "cpu" in built_k and "opencl" in built_k and not unbuilt_k
