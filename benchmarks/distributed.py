@@ -90,7 +90,7 @@ def bandwidth_rank(sizes: list[int], rounds: int) -> None:
 
 
 def ddp_rank(params_m: float, batch: int, steps: int, bucket_mb: float, sync: bool,
-             backend: str = "mpi", overlap: bool = True) -> None:
+             backend: str = "mpi", overlap: bool = True, view: bool = False) -> None:
     from contextlib import nullcontext
 
     import rtxcore as rc
@@ -104,7 +104,7 @@ def ddp_rank(params_m: float, batch: int, steps: int, bucket_mb: float, sync: bo
     rc.manual_seed(0)
     model = nn.Sequential(*[m for _ in range(4) for m in (nn.Linear(w, w), nn.Tanh())])
     nparams = sum(p.numel() for p in model.parameters())
-    ddp = DDP(model, bucket_cap_mb=bucket_mb)
+    ddp = DDP(model, bucket_cap_mb=bucket_mb, gradient_as_bucket_view=view)
     if not overlap:  # for contrast: each bucket's all-reduce blocks when it is ready
         ddp._overlap = False
     opt = rc.optim.SGD(ddp.parameters(), lr=1e-3)
@@ -214,7 +214,8 @@ def main() -> None:
             memory_rank(float(rest[0]), int(rest[1]), rest[2])
         else:
             ddp_rank(float(rest[0]), int(rest[1]), int(rest[2]), float(rest[3]), rest[4] == "sync",
-                     *(rest[5:6] or ["mpi"]), *([rest[6] == "overlap"] if len(rest) > 6 else []))
+                     *(rest[5:6] or ["mpi"]), *([rest[6] == "overlap"] if len(rest) > 6 else []),
+                     *([rest[7] == "view"] if len(rest) > 7 else []))
         return
     import rtxcore.distributed  # noqa: F401  (fails early, naming what is missing)
 
