@@ -12,7 +12,8 @@
    the wheels (``rtxcore[cpu]`` etc.: the extras are what is tested), then
    ``rtx info`` and ``scripts/install_smoke.py`` (create, print, compute,
    autograd, optimizer steps, data loading, save/load); cuda: import and
-   ``rtx info`` only, as there may be no GPU.
+   ``rtx info`` only, as there may be no GPU; with ``rtxcore[testing]`` added,
+   the conformance runner on cpu.
 3. Bad input: ``rtx info`` with only the core exits non-zero with the install
    hint; a backend with a core outside its range fails at install time with
    pip's resolver message.
@@ -155,6 +156,14 @@ def check_backend(kind: str, work: Path, tools: Path, wheels: dict[str, Path],
         step("cuda: import and rtx info", [py, smoke, "--info-only"], cwd=work)
     else:
         step(f"{kind}: smoke script", [py, smoke, "--device", kind], cwd=work)
+    if kind == "cpu":
+        # rtxcore[testing]: what the backend conformance runner needs, and no more
+        step("cpu: install rtxcore[testing]", [*pip, f"{core}[testing]"], cwd=work, quiet=True)
+        out = step("cpu: python -m rtxcore.testing cpu", [py, "-m", "rtxcore.testing", "cpu"],
+                   cwd=work, quiet=True, env={**CLEAN_ENV, "RTX_FALLBACK": "error"})
+        if "conformance: PASS" not in out:
+            raise Failed("the conformance runner did not end with 'conformance: PASS'")
+        print("    " + out.strip().splitlines()[-3])
 
 
 def fake_core_wheel(work: Path, tools: Path, version: str) -> Path:
