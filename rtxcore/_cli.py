@@ -135,11 +135,30 @@ def default_device_line() -> str:
         dev, why = default_device_reason()
     except RuntimeError as exc:  # e.g. RTX_DEVICE names an unknown device type
         return f"default device: none ({exc})"
-    try:
-        dev.supports("float32")  # binds it: installed, available, index in range
-    except RuntimeError as exc:
-        return f"default device: {dev} ({why}), which can't be used here: {exc}"
+    problem = _unusable(dev)
+    if problem:
+        return f"default device: {dev} ({why}), which can't be used here: {problem}"
     return f"default device: {dev} ({why})"
+
+
+def _unusable(dev: Any) -> str | None:
+    """Why ``dev`` can't be used, from its backend's descriptor (as binding it would
+    say, without building its kernel table or warning), or None."""
+    from .dispatch.registry import registry
+
+    entry = registry.backends.get(dev.type)
+    if entry is None:
+        return registry.missing_backend_message(dev.type)
+    b = entry.backend
+    try:
+        if not b.is_available():
+            return f"device {dev} is not available: {b.unavailable_reason() or 'no reason given'}"
+        n = b.device_count()
+    except Exception as exc:  # a misbehaving descriptor
+        return f"its backend's descriptor raised {type(exc).__name__}: {exc}"
+    if dev.index >= n:
+        return f"device {dev.type}:{dev.index} does not exist; {dev.type} has {n} device{'s' if n != 1 else ''}"
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:

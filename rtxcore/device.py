@@ -256,10 +256,12 @@ def default_device_reason() -> tuple[Device, str]:
 
 def _choose_default() -> tuple[str, str]:
     """The default device when none was set: ``RTX_DEVICE``; else cpu when its
-    backend is installed; else the accelerator (``rtxcore.accelerator``); else the
-    first available backend with every primitive (cuda first, then by name); else
-    the first installed backend (its first use says why it can't run); else cpu,
-    whose first use says how to install a backend."""
+    backend is installed; else the first available backend's first accelerator
+    device (cuda first, then by name); else the first available backend's first
+    device; else the first installed backend (its first use says why it can't
+    run); else cpu, whose first use says how to install a backend. Asks the
+    backends' descriptors only: no kernel table is built (``rtx info`` builds
+    none unless asked)."""
     env = os.environ.get("RTX_DEVICE")
     if env:
         return env, f"set by RTX_DEVICE={env!r}"
@@ -273,7 +275,7 @@ def _choose_default() -> tuple[str, str]:
     if not names:
         return "cpu", "no backend is installed"
     usable = [n for n in names if _usable_any(n)]
-    for name in usable:  # (rtxcore.accelerator's choice, made here: the core imports no namespace)
+    for name in usable:  # (as rtxcore.accelerator chooses; here: the core imports no namespace)
         b = registry.backends[name].backend
         try:
             acc = next((i for i in range(b.device_count()) if b.is_accelerator(i)), None)
@@ -283,18 +285,17 @@ def _choose_default() -> tuple[str, str]:
             return f"{name}:{acc}", f"{no_cpu}; {name} is the first available accelerator"
     if usable:
         return f"{usable[0]}:0", f"{no_cpu}; {usable[0]} is the first available backend"
-    return f"{names[0]}:0", (f"{no_cpu}, and no installed backend ({', '.join(names)}) can "
-                             "run every op here")
+    return f"{names[0]}:0", (f"{no_cpu}, and no installed backend ({', '.join(names)}) is "
+                             "available here")
 
 
 def _usable_any(name: str) -> bool:
-    """Whether backend ``name`` is available, has a device and every primitive."""
+    """Whether backend ``name`` is available and has a device (its descriptor says)."""
     entry = registry.backends.get(name)
     if entry is None:
         return False
     try:
-        return bool(entry.backend.is_available() and entry.backend.device_count() > 0
-                    and all(op in entry.kernels for op in _ops.PRIMITIVES))
+        return bool(entry.backend.is_available() and entry.backend.device_count() > 0)
     except Exception:
         return False
 

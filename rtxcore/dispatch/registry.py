@@ -26,12 +26,15 @@ ENTRY_POINT_GROUP = "rtxcore.backends"
 
 # Device types rtxcore knows of even when their backend isn't installed, with
 # the command that installs it.
+# (From a checkout first: the distributions are not on the package index yet.)
 KNOWN_BACKENDS = {
-    "cpu": "pip install rtx-cpu   (from a checkout: pip install ./backends/rtx_cpu)",
-    "opencl": "pip install 'rtx-opencl[pocl]'   "
-              "(from a checkout: pip install './backends/rtx_opencl[pocl]')",
-    "cuda": "pip install 'rtx-cuda[cuda13]'   (CUDA 12 drivers: [cuda12]; from a checkout: "
-            "pip install './backends/rtx_cuda[cuda13]')",
+    "cpu": "pip install ./backends/rtx_cpu from a checkout of rtxcore "
+           "(once published: pip install 'rtxcore[cpu]')",
+    "opencl": "pip install './backends/rtx_opencl[pocl]' from a checkout of rtxcore "
+              "(once published: pip install 'rtxcore[pocl]', or 'rtxcore[opencl]' with your "
+              "own OpenCL driver)",
+    "cuda": "pip install './backends/rtx_cuda[cuda13]' from a checkout of rtxcore (CUDA 12 "
+            "drivers: [cuda12]; once published: pip install 'rtxcore[cuda13]')",
 }
 
 # The built-in device names belong to rtxcore's own distributions: another plugin
