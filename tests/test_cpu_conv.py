@@ -189,6 +189,24 @@ def test_input_grad_paths_agree(case, dtype):
         close(dx, rdx, dtype, f"input grad by {path}")
 
 
+@pytest.mark.parametrize("chunk", [1, 1 << 18], ids=["one image a chunk", "whole batch"])
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_float16_is_float32_rounded_once(monkeypatch, case, chunk):
+    """float16 computes exactly what float32 does on the same values and rounds once
+    (the bias added before the rounding, not after): every path, bit for bit."""
+    monkeypatch.setattr(K, "_CHUNK", chunk)
+    x, w, b, g = _data(case, np.float16, seed=8)
+    _, _, stride, pads, dil = case
+    paths = ("correlate", "correlate_rows", "col2im", "col2im_cl")[2 * (stride != (1, 1)):]
+    for fwd in ("cols", "rows"):
+        for path in paths:
+            half = run_kernels(x, w, b, g, stride, pads, dil, dx_path=path, fwd_path=fwd)
+            full = run_kernels(*(a.astype(np.float32) for a in (x, w, b, g)), stride, pads, dil,
+                               dx_path=path, fwd_path=fwd)
+            for name, h16, f32 in zip(("out", "cols", "dx", "dw"), half, full):
+                np.testing.assert_array_equal(h16, f32.astype(np.float16), err_msg=name)
+
+
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64], ids=lambda d: d.__name__)
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_forward_paths_agree(case, dtype):

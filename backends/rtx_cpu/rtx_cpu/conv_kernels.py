@@ -210,7 +210,9 @@ def _conv2d_cols(out: np.ndarray, cols: np.ndarray, x: np.ndarray, weight: np.nd
             cb = buf[:, :m * p]
             np.copyto(cb.reshape(c, kh, kw, m, oh, ow),
                       _windows(xb, kh, kw, oh, ow, stride, dilation))
-            if m == 1 and out[b0].flags.c_contiguous:  # the image's (OC, OH*OW) output
+            if m == 1 and out[b0].flags.c_contiguous and out.dtype == wt:
+                # the image's (OC, OH*OW) output is the product (float16: through
+                # the general path, so that the bias is added before the rounding)
                 _matmul_into(out[b0].reshape(oc, p), w2, cb)
                 if b3 is not None:
                     np.add(out[b0], b3, out=out[b0], casting="unsafe")
