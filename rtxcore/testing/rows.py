@@ -316,7 +316,7 @@ def _copy(device: str, dtype: Any, layout: str, tested: str = "") -> Any:
     x = laid_out(device, values(dtype, 12, special=True), layout, dtype)
     into = rc.tensor(np.zeros(tuple(x.shape), _np(dtype)), device=device)  # (no full kernel)
     strided = rc.tensor(np.zeros(tuple(x.shape)[::-1], _np(dtype)), device=device).t() if x.dim() == 2 else into
-    return x.clone(), into.copy_(x), strided.copy_(x)
+    return WithInputs((x.clone(), into.copy_(x), strided.copy_(x)), [("x", x)])
 
 
 def _cast(device: str, dtype: Any, layout: str, tested: str = "") -> Any:
@@ -342,7 +342,8 @@ def _cast(device: str, dtype: Any, layout: str, tested: str = "") -> Any:
 
 def _transfer(device: str, dtype: Any, layout: str, tested: str = "") -> Any:
     # from_host, then to_host of a view of it (compared through .cpu())
-    return laid_out(device, values(dtype, 14, special=True), layout, dtype)
+    x = laid_out(device, values(dtype, 14, special=True), layout, dtype)
+    return WithInputs((x,), [("x", x)])
 
 
 def _empty(device: str, dtype: Any, layout: str, tested: str = "") -> Any:
