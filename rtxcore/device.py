@@ -256,12 +256,13 @@ def default_device_reason() -> tuple[Device, str]:
 
 def _choose_default() -> tuple[str, str]:
     """The default device when none was set: ``RTX_DEVICE``; else cpu when its
-    backend is installed; else the first available backend's first accelerator
-    device (cuda first, then by name); else the first available backend's first
+    backend is installed (nothing else is asked then); else the first accelerator
+    device of the first available backend that has every primitive (cuda first,
+    then by name: ``rtxcore.accelerator``'s choice); else such a backend's first
     device; else the first installed backend (its first use says why it can't
-    run); else cpu, whose first use says how to install a backend. Asks the
-    backends' descriptors only: no kernel table is built (``rtx info`` builds
-    none unless asked)."""
+    run); else cpu, whose first use says how to install a backend. Without cpu,
+    knowing which backends have every primitive builds their kernel tables (a
+    template backend with a dozen kernels must not become the default)."""
     env = os.environ.get("RTX_DEVICE")
     if env:
         return env, f"set by RTX_DEVICE={env!r}"
@@ -285,17 +286,18 @@ def _choose_default() -> tuple[str, str]:
             return f"{name}:{acc}", f"{no_cpu}; {name} is the first available accelerator"
     if usable:
         return f"{usable[0]}:0", f"{no_cpu}; {usable[0]} is the first available backend"
-    return f"{names[0]}:0", (f"{no_cpu}, and no installed backend ({', '.join(names)}) is "
-                             "available here")
+    return f"{names[0]}:0", (f"{no_cpu}, and no installed backend ({', '.join(names)}) can "
+                             "run every op here")
 
 
 def _usable_any(name: str) -> bool:
-    """Whether backend ``name`` is available and has a device (its descriptor says)."""
+    """Whether backend ``name`` is available, has a device and every primitive."""
     entry = registry.backends.get(name)
     if entry is None:
         return False
     try:
-        return bool(entry.backend.is_available() and entry.backend.device_count() > 0)
+        return bool(entry.backend.is_available() and entry.backend.device_count() > 0
+                    and all(op in entry.kernels for op in _ops.PRIMITIVES))
     except Exception:
         return False
 
