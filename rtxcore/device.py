@@ -104,7 +104,7 @@ class Device:
         self.functional = {op: k.functional for op, k in self.kernels.items()
                            if getattr(k, "functional", None) is not None}
         self.adopt = b.adopt
-        from .tensor import ReleasedStorage, Storage
+        from .storage import ReleasedStorage, Storage
 
         # buffers whose backend wants to hear when they die (Backend.release)
         self.storage_type = ReleasedStorage if getattr(b, "release", None) is not None \
