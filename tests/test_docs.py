@@ -88,33 +88,31 @@ def primitive_tables() -> str:
     return "\n\n".join(blocks)
 
 
+def _guide_block_is(name: str, expected: str) -> str:
+    """The guide's block between ``<!-- {name}: generated ... -->`` and ``<!-- end
+    of {name} -->`` is ``expected`` (a failure prints the block to paste in).
+    Returns the guide."""
+    guide = (ROOT / "docs" / "authoring-backends.md").read_text()
+    begin = (f"<!-- {name}: generated from rtxcore/dispatch/ops.py; "
+             "tests/test_docs.py prints the current block -->\n")
+    end = f"\n<!-- end of {name} -->"
+    assert begin in guide and end in guide
+    block = guide[guide.index(begin) + len(begin):guide.index(end)]
+    assert block == expected, f"docs/authoring-backends.md's {name} are stale; put in:\n{expected}"
+    return guide
+
+
 def test_backend_guide_primitive_tables_are_the_spec():
     """One spec: the guide's primitive tables are generated from ops.py (the suite
     reads the same OpSpecs), so a contract changed in one place can't disagree."""
-    guide = (ROOT / "docs" / "authoring-backends.md").read_text()
-    begin = ("<!-- primitive tables: generated from rtxcore/dispatch/ops.py; "
-             "tests/test_docs.py prints the current block -->\n")
-    end = "\n<!-- end of primitive tables -->"
-    assert begin in guide and end in guide
-    block = guide[guide.index(begin) + len(begin):guide.index(end)]
-    expected = primitive_tables()
-    assert block == expected, ("docs/authoring-backends.md's primitive tables are stale; "
-                               "put in:\n" + expected)
+    _guide_block_is("primitive tables", primitive_tables())
 
 
 def test_backend_guide_composites_contract_and_members():
     """The guide lists every composite's signature (the block between its markers
     is regenerated from ops.py: a new composite fails here until the block is
     pasted in), and documents the contract points a backend author needs."""
-    guide = (ROOT / "docs" / "authoring-backends.md").read_text()
-    begin = ("<!-- composite signatures: generated from rtxcore/dispatch/ops.py; "
-             "tests/test_docs.py prints the current block -->\n")
-    end = "\n<!-- end of composite signatures -->"
-    assert begin in guide and end in guide
-    block = guide[guide.index(begin) + len(begin):guide.index(end)]
-    expected = composite_signature_rows()
-    assert block == expected, ("docs/authoring-backends.md's composite table is stale; "
-                               "put in:\n" + expected)
+    guide = _guide_block_is("composite signatures", composite_signature_rows())
     from rtxcore.dispatch import Backend, DType
 
     # every optional member of Backend has its signature in the guide

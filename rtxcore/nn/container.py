@@ -141,6 +141,11 @@ def _as_parameter(value: Any) -> Any:
     return value
 
 
+def _parameters_repr(self: Module) -> str:
+    return "\n".join(f"({k}): Parameter containing: [{p.dtype.name} of size "
+                     f"{tuple(p.shape)}]" for k, p in self._parameters.items())
+
+
 class ParameterList(Module):
     """Parameters registered under their positions, ``0``, ``1``, ..."""
 
@@ -172,9 +177,7 @@ class ParameterList(Module):
             self.append(v)
         return self
 
-    def extra_repr(self) -> str:
-        return "\n".join(f"({k}): Parameter containing: [{p.dtype.name} of size "
-                         f"{tuple(p.shape)}]" for k, p in self._parameters.items())
+    extra_repr = _parameters_repr
 
 
 class ParameterDict(Module):
@@ -225,6 +228,4 @@ class ParameterDict(Module):
         for k, v in pairs:
             self[k] = v
 
-    def extra_repr(self) -> str:
-        return "\n".join(f"({k}): Parameter containing: [{p.dtype.name} of size "
-                         f"{tuple(p.shape)}]" for k, p in self._parameters.items())
+    extra_repr = _parameters_repr

@@ -294,21 +294,20 @@ class Module:
 
     def get_parameter(self, target: str) -> Parameter:
         """The parameter at a dotted path (``"layer.0.weight"``), as PyTorch's."""
-        mod_path, _, name = target.rpartition(".")
-        mod = self.get_submodule(mod_path)
-        if name not in mod._parameters or mod._parameters[name] is None:
-            raise AttributeError(f"{type(mod).__name__} has no parameter {name!r} "
-                                 f"(looking for {target!r})")
-        return mod._parameters[name]
+        return self._registered_at(target, "_parameters", "parameter")
 
     def get_buffer(self, target: str) -> Tensor:
         """The buffer at a dotted path (``"bn.running_mean"``), as PyTorch's."""
+        return self._registered_at(target, "_buffers", "buffer")
+
+    def _registered_at(self, target: str, registry: str, kind: str) -> Any:
         mod_path, _, name = target.rpartition(".")
         mod = self.get_submodule(mod_path)
-        if name not in mod._buffers or mod._buffers[name] is None:
-            raise AttributeError(f"{type(mod).__name__} has no buffer {name!r} "
+        found = getattr(mod, registry).get(name)
+        if found is None:
+            raise AttributeError(f"{type(mod).__name__} has no {kind} {name!r} "
                                  f"(looking for {target!r})")
-        return mod._buffers[name]
+        return found
 
     def set_submodule(self, target: str, module: Module, strict: bool = False) -> None:
         """Replace (or, unless ``strict``, add) the submodule at a dotted path."""

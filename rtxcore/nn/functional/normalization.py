@@ -48,23 +48,30 @@ def _check_channels(fn: str, input: Tensor, **params: Tensor | None) -> int:
     return c
 
 
-def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = None,
-               bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
-    """Normalize over the last ``len(normalized_shape)`` dims (biased variance)."""
-    if _autocast_regions[0]:  # autocast: computed in float32
-        input, weight, bias = autocast_inputs("layer_norm", input, weight, bias)
-    _check_tensor("layer_norm", "input", input)
+def _trailing(fn: str, input: Tensor, normalized_shape: Any, **params: Any) -> int:
+    """How many trailing dims ``normalized_shape`` names, checked against the input
+    and the affine parameters (None or of that shape), with PyTorch's messages."""
+    _check_tensor(fn, "input", input)
     ns = (int(normalized_shape),) if isinstance(normalized_shape, (int, np.integer)) else tuple(
         int(v) for v in normalized_shape)
     k = len(ns)
     if k == 0 or input.ndim < k or tuple(input._shape[input.ndim - k:]) != ns:
         raise RuntimeError(
-            f"layer_norm: given normalized_shape={list(ns)}, expected input with shape "
+            f"{fn}: given normalized_shape={list(ns)}, expected input with shape "
             f"[*, {', '.join(map(str, ns))}], but got input of size {list(input._shape)}")
-    for name, t in (("weight", weight), ("bias", bias)):
+    for name, t in params.items():
         if t is not None and _shape(t) != ns:
-            raise RuntimeError(f"layer_norm: expected {name} of shape {list(ns)}, got "
+            raise RuntimeError(f"{fn}: expected {name} of shape {list(ns)}, got "
                                f"{list(t._shape)}")
+    return k
+
+
+def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = None,
+               bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+    """Normalize over the last ``len(normalized_shape)`` dims (biased variance)."""
+    if _autocast_regions[0]:  # autocast: computed in float32
+        input, weight, bias = autocast_inputs("layer_norm", input, weight, bias)
+    k = _trailing("layer_norm", input, normalized_shape, weight=weight, bias=bias)
     if input._dtype.kind == "f" and all(t is None or t._dtype is input._dtype
                                         for t in (weight, bias)):
         return _LayerNorm.apply(input, weight, bias, k, float(eps))
@@ -79,17 +86,7 @@ def rms_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = None,
     PyTorch's)."""
     if _autocast_regions[0]:  # autocast: computed in float32
         input, weight = autocast_inputs("rms_norm", input, weight)
-    _check_tensor("rms_norm", "input", input)
-    ns = (int(normalized_shape),) if isinstance(normalized_shape, (int, np.integer)) else tuple(
-        int(v) for v in normalized_shape)
-    k = len(ns)
-    if k == 0 or input.ndim < k or tuple(input._shape[input.ndim - k:]) != ns:
-        raise RuntimeError(
-            f"rms_norm: given normalized_shape={list(ns)}, expected input with shape "
-            f"[*, {', '.join(map(str, ns))}], but got input of size {list(input._shape)}")
-    if weight is not None and _shape(weight) != ns:
-        raise RuntimeError(f"rms_norm: expected weight of shape {list(ns)}, got "
-                           f"{list(weight._shape)}")
+    k = _trailing("rms_norm", input, normalized_shape, weight=weight)
     if not input._dtype.is_floating_point:
         raise TypeError(f"rms_norm: expected a floating-point input, got {input._dtype.name}")
     if eps is None:
