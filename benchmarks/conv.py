@@ -205,7 +205,7 @@ def main() -> None:
     names = [s for s in args.layers.split(",") if s]
     who_all = ["rtxcore", "im2col"] + (["torch"] if torch is not None else [])
     print(f"conv2d kernels, float32, {args.threads} thread(s), median of {args.rounds} rounds "
-          f"({args.clock} clock), ms; ratio = / torch" if torch is not None else "")
+          f"({args.clock} clock), ms" + ("; ratio = / torch" if torch is not None else ""))
     head = f"{'layer':6} {'pass':4} " + " ".join(f"{w:>9}" for w in who_all)
     if torch is not None:
         head += f" {'rtx/torch':>9} {'i2c/torch':>9}"
