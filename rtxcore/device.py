@@ -198,6 +198,7 @@ def _reset_devices() -> None:
         # the table (and per-op limits) may have changed with the plugins: the
         # fast paths use d.kernels without rebinding, so rebuild it now
         entry = registry.backends.get(d.type)
+        d.functional = {}  # (the new table's functional kernels are collected at _resolve)
         try:
             d.kernels = d._table(entry.backend) if entry else registry.tables.get(d.type, {})
         except Exception:  # the descriptor fails now: the next use reports it

@@ -10,6 +10,7 @@ from typing import Any
 
 from .dispatch.types import DType
 from .shape import Shape, is_contiguous, prod
+from ._unbuilt import missing_attribute as _missing_attribute
 from .storage import ReleasedStorage, Storage  # noqa: F401  (rtxcore.tensor.Storage, as before)
 
 
@@ -102,10 +103,10 @@ class Tensor:
     def __getattr__(self, name: str) -> Any:
         # reached only when ordinary lookup fails: a PyTorch method rtxcore leaves
         # out on purpose says why (rtxcore/_unbuilt.py), any other name is the
-        # usual AttributeError
-        from ._unbuilt import missing_attribute
-
-        raise missing_attribute("Tensor", name, self)
+        # usual AttributeError (private and dunder names at once: hasattr probes)
+        if name[0] == "_":
+            raise AttributeError(f"'Tensor' object has no attribute '{name}'", name=name, obj=self)
+        raise _missing_attribute("Tensor", name, self)
 
     def __len__(self) -> int:
         if not self._shape:

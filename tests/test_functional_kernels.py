@@ -144,6 +144,23 @@ def test_release_tells_the_backend_when_a_buffer_is_dead():
     del y
     gc.collect()
     assert RB.RELEASED["rof"] == 3
+    x = rc.ones(2, 3, device="rof")
+    s = x.sum(1)  # a reduction's functional result, viewed without the kept dim
+    del x
+    gc.collect()
+    assert RB.RELEASED["rof"] == 4  # x's buffer only: the sum's is in use
+    assert s.tolist() == [3.0, 3.0]
+    del s
+    gc.collect()
+    assert RB.RELEASED["rof"] == 5  # and once
+
+
+def test_a_functional_result_of_the_wrong_shape_is_named(monkeypatch):
+    good = rc.device("rof:0").functional["exp"]
+    monkeypatch.setitem(rc.device("rof:0").functional, "exp",
+                        lambda like, x: good(like, x).reshape(-1)[:2])
+    with pytest.raises(RuntimeError, match=r"returned an array of shape \(2,\) where \(2, 3\)"):
+        rc.ones(2, 3, device="rof").exp()
 
 
 def test_only_some_kernels_may_be_functional():

@@ -299,7 +299,30 @@ def test_module_compile_in_place_matches_eager_and_trains():
             opt.step()
     for (k, a), b in zip(eager.state_dict().items(), compiled.state_dict().values()):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6, err_msg=k)
-    assert len(compiled.__dict__["_compiled_call_impl"]._cache) >= 1  # it ran traced graphs
+    assert len(compiled.__dict__["_compiled_forward"]._cache) >= 1  # it ran traced graphs
+
+
+def test_a_compiled_module_keeps_its_hooks_eager_and_copies():
+    import copy
+    import pickle
+
+    m = _Net()
+    seen = []
+    m.register_forward_hook(lambda mod, args, out: seen.append(1))
+    m.compile()
+    x = rc.randn(4, 3)
+    for _ in range(3):
+        m(x)
+    m.register_forward_pre_hook(lambda mod, args: seen.append(2))
+    m(x)
+    assert seen == [1, 1, 1, 2, 1]  # every call, before and after the graph exists
+    twin = copy.deepcopy(m)
+    assert "_compiled_forward" not in twin.__dict__ and twin(x).shape == (4, 2)
+    plain = _Net()  # (hooks that are lambdas don't pickle, here as in PyTorch)
+    plain.compile()
+    plain(x)
+    again = pickle.loads(pickle.dumps(plain))
+    np.testing.assert_allclose(again(x).detach().numpy(), plain(x).detach().numpy(), rtol=1e-6)
 
 
 def test_data_parallel_runs_the_module_and_prefixes_state_dict(device):

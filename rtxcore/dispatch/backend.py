@@ -281,7 +281,9 @@ def functional(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Mark a kernel functional: it is called ``fn(like, *inputs)`` -- the
     destination form's arguments with ``out`` replaced by ``like``, an
     :class:`Out` ``(shape, dtype)`` -- and returns a fresh native array of that
-    shape and dtype instead of writing into ``out``. For a library whose calls
+    shape and dtype instead of writing into ``out``: new memory, never one of its
+    inputs (the core makes it a new tensor's buffer; an op that could return its
+    input unchanged still returns a copy). For a library whose calls
     return new arrays (JAX, immutable arrays) this is one library call where the
     destination form needs several.
 

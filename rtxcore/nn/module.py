@@ -198,19 +198,13 @@ class Module:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         d = self.__dict__
-        compiled = d.get("_compiled_call_impl")
-        if compiled is not None:  # after model.compile()
-            return compiled(*args, **kwargs)
-        return self._call_impl(*args, **kwargs)
-
-    def _call_impl(self, *args: Any, **kwargs: Any) -> Any:
-        d = self.__dict__
         if d["_forward_pre_hooks"]:
             for hook in list(d["_forward_pre_hooks"].values()):
                 res = hook(self, args)
                 if res is not None:
                     args = res if isinstance(res, tuple) else (res,)
-        out = self.forward(*args, **kwargs)
+        compiled = d.get("_compiled_forward")  # after model.compile(): hooks stay eager
+        out = self.forward(*args, **kwargs) if compiled is None else compiled(*args, **kwargs)
         if d["_forward_hooks"]:
             for hook in list(d["_forward_hooks"].values()):
                 res = hook(self, args, out)
@@ -326,11 +320,18 @@ class Module:
 
     def compile(self, *args: Any, **kwargs: Any) -> None:
         """Compile this module's calls in place, as PyTorch's ``model.compile()``:
-        ``model(x)`` then runs through ``rtxcore.compile`` (same arguments; see
-        docs/compile.md), and the module keeps its type, parameters and state_dict."""
+        ``model(x)`` then runs its ``forward`` through ``rtxcore.compile`` (same
+        arguments; see docs/compile.md), its forward hooks eagerly around it; the
+        module keeps its type, parameters and state_dict. A copy or a pickle of the
+        module is uncompiled (``compile()`` it again)."""
         from ..jit.compile import compile as compile_fn
 
-        self.__dict__["_compiled_call_impl"] = compile_fn(self._call_impl, *args, **kwargs)
+        self.__dict__["_compiled_forward"] = compile_fn(self.forward, *args, **kwargs)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.pop("_compiled_forward", None)  # (holds locks and graphs: not copied)
+        return state
 
     def train(self, mode: bool = True) -> Module:
         if not isinstance(mode, bool):

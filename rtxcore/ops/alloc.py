@@ -130,11 +130,22 @@ def computed(dev: Device, op: str, k: Callable[..., Any], shape: tuple[int, ...]
 
 def adopted(dev: Device, array: Any, shape: tuple[int, ...], dtype: DType) -> Tensor:
     """A new contiguous tensor on a functional kernel's result ``array``."""
+    buf, h = adopt_buffer(dev, array, shape, dtype)
+    return fresh(buf, h, shape, dtype, dev)
+
+
+def adopt_buffer(dev: Device, array: Any, shape: tuple[int, ...], dtype: DType) -> tuple[Any, Any]:
+    """``dev.adopt`` of a functional kernel's result, checked: an array of another
+    shape is a backend bug, named here rather than met later as wrong data."""
+    got = getattr(array, "shape", None)
+    if got is not None and tuple(got) != tuple(shape):
+        raise RuntimeError(f"{dev}: a functional kernel returned an array of shape "
+                           f"{tuple(got)} where {tuple(shape)} ({dtype.name}) was asked for "
+                           "(a backend bug: see rtxcore.dispatch.functional)")
     try:
-        buf, h = dev.adopt(array, dtype, dev.index)
+        return dev.adopt(array, dtype, dev.index)
     except MemoryError as exc:
         raise out_of_memory(shape, dtype, dev, exc) from None
-    return fresh(buf, h, shape, dtype, dev)
 
 
 def out_of_memory(shape: tuple[int, ...], dtype: DType, dev: Device,

@@ -20,7 +20,7 @@ from ..dispatch.types import DType
 from ..shape import broadcast_shapes
 from ..tensor import Tensor
 from ..dispatch.backend import Out
-from .alloc import (_CSTRIDES, _new, _operand_tensor, adopted, as_tensor_on, as_view,  # noqa: F401
+from .alloc import (_CSTRIDES, _new, _operand_tensor, adopt_buffer, adopted, as_tensor_on, as_view,  # noqa: F401
                     bad_operand, buffer, cast, computed, check_dtype, contiguous, cstrides, empty, expand_to, fresh, from_data,
                     from_host, full_on, is_scalar, kernel, make, mixed_devices, out_of_memory,
                     own_kernel, ready_device, scalar_for, tensor_arg, zeros_on)
@@ -342,8 +342,7 @@ def reduce(op: str, x: Tensor, axes: tuple[int, ...], keepdim: bool,
     if a is None:
         a = view_of(x)
     if dev.functional and op in dev.functional:  # (a backend's functional kernel)
-        r = adopted(dev, dev.functional[op](Out(kshape, dt), a, axes), kshape, dt)
-        buf, h = r._storage.buffer, r._h
+        buf, h = adopt_buffer(dev, dev.functional[op](Out(kshape, dt), a, axes), kshape, dt)
     else:
         buf, h = buffer(kshape, dt, dev)
         (dev.kernels.get(op) or kernel(dev, op))(h, a, axes)
