@@ -228,14 +228,16 @@ def _p2p(op: str, tensor: Any, peer: int | None, group: Any, tag: int, async_op:
     if op in ("send", "isend"):
         b = _Buf(t, pg)
         if async_op:
-            return Work(pg.comm.send(b.a, peer_g, tag, True), what, timeout=pg.timeout)
-        _run(lambda: pg.comm.send(b.a, peer_g, tag, False), what, timeout=pg.timeout)
+            return Work(pg.comm.send(b.a, peer_g, tag, True), what, timeout=pg.timeout,
+                        ranks=pg.ranks)
+        _run(lambda: pg.comm.send(b.a, peer_g, tag, False), what, timeout=pg.timeout, ranks=pg.ranks)
         return None
     b = _Buf(t, pg, read=False)
     if async_op:
-        return Work(pg.comm.recv(b.a, peer_g, tag, True), what, b.finish, timeout=pg.timeout)
+        return Work(pg.comm.recv(b.a, peer_g, tag, True), what, b.finish, timeout=pg.timeout,
+                    ranks=pg.ranks)
     src = _run(lambda: pg.comm.recv(b.a, peer_g, tag, False), what, then=b.finish,
-               timeout=pg.timeout)
+               timeout=pg.timeout, ranks=pg.ranks)
     return pg.ranks[src]
 
 

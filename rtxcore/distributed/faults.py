@@ -12,12 +12,15 @@ a world of more than one process exists, rtxcore installs:
 - a watchdog thread: a collective (or a ``Work.wait()``) still running after
   the process group's ``timeout`` prints which one, on which rank, and aborts;
 - a rank that ends its program normally (exit status 0, or the end of the
-  script) while the process group is alive — without ``destroy_process_group()``
-  — tells the others so (``Communicator.announce_exit``). A rank then waiting in
-  a collective for ``LEFT_GRACE`` seconds after such a notice aborts the job,
-  naming the collective and the rank that left, instead of waiting out the
-  timeout. Ranks not waiting are left alone: several ranks may end one after the
+  script) while the process group is alive (no ``destroy_process_group()``)
+  tells the others so (``Communicator.announce_exit``). A rank then waiting in
+  a collective of a group the leaver belongs to, ``LEFT_GRACE`` seconds after
+  such a notice, aborts the job, naming the collective and the rank that left,
+  instead of waiting out the timeout. Ranks not waiting, or waiting in a group
+  without the leaver, are left alone: several ranks may end one after the
   other, and a rank may go on with work of its own after the others ended.
+  Where MPI can't be called from a second thread the notices are not read and
+  the timeout ends such a job, as before.
 """
 
 from __future__ import annotations
@@ -35,8 +38,8 @@ _announce: Callable[[], None] | None = None
 _rank = 0
 _exit_code: list[Any] = [None]
 
-# how long a collective may still wait once a rank of the job has left: a
-# collective that doesn't need the leaver (a subgroup's) finishes in that time
+# how long a collective of the leaver's group may still wait once it has left
+# (the leaver may have finished its part of it before leaving)
 LEFT_GRACE = 5.0
 
 
@@ -119,10 +122,11 @@ class Watchdog:
         self._stop = False
         self._thread.start()
 
-    def begin(self, what: Any, timeout: float | None = None) -> None:
+    def begin(self, what: Any, timeout: float | None = None, ranks: Any = None) -> None:
         """``what`` starts waiting now, for at most ``timeout`` seconds (its
-        group's; None: the world's)."""
-        self.waiting[threading.get_ident()] = (what, time.monotonic(), timeout or self.timeout)
+        group's; None: the world's), on the world ranks ``ranks`` (None: all)."""
+        self.waiting[threading.get_ident()] = (what, time.monotonic(), timeout or self.timeout,
+                                               ranks)
 
     def end(self) -> None:
         self.waiting.pop(threading.get_ident(), None)
@@ -133,21 +137,24 @@ class Watchdog:
     def _run(self) -> None:
         while not self._stop:
             waits = list(self.waiting.values())
-            shortest = min([self.timeout] + [t for _, _, t in waits])
+            shortest = min([self.timeout] + [t for _, _, t, _ in waits])
             time.sleep(min(1.0, max(0.05, shortest / 10)))
             now = time.monotonic()
             if waits and self.exited is not None:
                 for r in self.exited():
                     self.left.setdefault(r, now)
             if waits and self.left:
-                r, seen = min(self.left.items(), key=lambda kv: kv[1])
-                for what, since, _ in waits:
-                    if now - max(since, seen) > LEFT_GRACE:
-                        abort(1, f"{what} can't finish: rank {r} ended its program without "
-                                 "destroy_process_group() and will not take part; the job ends "
-                                 "here instead of waiting out the timeout (every rank must make "
-                                 "the same collective calls)")
-            for what, since, limit in waits:
+                for what, since, _, ranks in waits:
+                    # a rank of this collective's group has left (a subgroup's
+                    # collective without it finishes as ever)
+                    gone = [(seen, r) for r, seen in self.left.items()
+                            if ranks is None or r in ranks]
+                    if gone and now - max(since, min(gone)[0]) > LEFT_GRACE:
+                        abort(1, f"{what} can't finish: rank {min(gone)[1]} ended its program "
+                                 "without destroy_process_group() and will not take part; the "
+                                 "job ends here instead of waiting out the timeout (every rank "
+                                 "must make the same collective calls)")
+            for what, since, limit, _ in waits:
                 if now - since > limit:
                     abort(1, f"{what} did not finish within the process group's timeout "
                              f"({limit:g} s): another rank is not taking part in it "

@@ -223,6 +223,10 @@ class MPICommunicator(Communicator):
         MPI, deadline = _mpi(), time.monotonic() + 1.0
         while not MPI.Request.Testall(reqs) and time.monotonic() < deadline:
             time.sleep(0.001)  # a one-byte message leaves at once (eager): this is brief
+        for r in reqs:  # none left pending into MPI's finalisation
+            if not r.Test():
+                r.Cancel()
+                r.Free()
 
     def exited_ranks(self) -> list[int]:
         ch = self.exit_channel

@@ -17,8 +17,9 @@ barrier            ``2 ceil(log2 n) L``
 send, recv         ``L + B / W``
 =================  ==================================================
 
-The link carries one collective at a time: a collective starts when the
-previous one has finished on the model's clock, so back-to-back all-reduces
+The link carries one collective at a time (per process, whatever the group or
+thread): a collective starts when the previous one has finished on the model's
+clock, so back-to-back all-reduces
 queue as on a real link. Waiting costs no CPU: a blocking call sleeps out the
 rest of its modelled time, and a non-blocking one (``async_op=True``) completes
 once the data has moved *and* its modelled finish has passed, so compute issued
@@ -46,6 +47,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import time
 from typing import Any, Sequence
 
@@ -105,6 +107,22 @@ def modelled_seconds(op: str, nbytes: int, n: int, latency: float, bandwidth: fl
     raise ValueError(f"no model for {op!r}")
 
 
+class _Link:
+    """This process's modelled link: one collective at a time, whichever group or
+    thread issues it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._free_at = 0.0  # when the link finishes its last collective
+
+    def book(self, seconds: float) -> float:
+        """When a collective of ``seconds`` issued now finishes on the link."""
+        with self._lock:
+            finish = max(time.monotonic(), self._free_at) + seconds
+            self._free_at = finish
+        return finish
+
+
 class _Held:
     """A non-blocking collective on the model: done when the real one is and the
     modelled finish has passed."""
@@ -130,16 +148,16 @@ def _nbytes(*arrays: Any) -> int:
 class SimCommunicator(Communicator):
     """``host`` (an mpi communicator) with each collective held to the model."""
 
-    def __init__(self, host: Communicator, latency: float, bandwidth: float) -> None:
+    def __init__(self, host: Communicator, latency: float, bandwidth: float,
+                 link: "_Link | None" = None) -> None:
         self.host, self.latency, self.bandwidth = host, latency, bandwidth
         self.rank, self.size = host.rank, host.size
-        self._free_at = 0.0  # when the modelled link finishes its last collective
+        self._link = _Link() if link is None else link  # shared with the groups split off
 
     # every collective goes through here: run it on the host, hold it to the model
     def _held(self, op: str, nbytes: int, async_: bool, call: Any) -> Any:
-        start = max(time.monotonic(), self._free_at)
-        finish = start + modelled_seconds(op, nbytes, self.size, self.latency, self.bandwidth)
-        self._free_at = finish
+        finish = self._link.book(
+            modelled_seconds(op, nbytes, self.size, self.latency, self.bandwidth))
         out = call(async_)
         if async_:
             return _Held(out, finish)
@@ -193,7 +211,8 @@ class SimCommunicator(Communicator):
     # groups, faults and setup pass through (setup messages are not modelled)
     def split(self, ranks: Sequence[int]) -> Communicator | None:
         sub = self.host.split(ranks)
-        return None if sub is None else SimCommunicator(sub, self.latency, self.bandwidth)
+        return None if sub is None else SimCommunicator(sub, self.latency, self.bandwidth,
+                                                         self._link)
 
     def exchange_small(self, data: bytes) -> list[bytes]:
         return self.host.exchange_small(data)

@@ -45,10 +45,11 @@ class Work:
     tensors hold the result (and writes them back where they were staged)."""
 
     def __init__(self, req: Any, what: Any, finish: Any = None, result: Any = None,
-                 timeout: float | None = None) -> None:
+                 timeout: float | None = None, ranks: Any = None) -> None:
         self._req = req
         self._what = what
         self._timeout = timeout
+        self._ranks = ranks
         self._finish = finish
         self._done = False
         self._result = result
@@ -56,7 +57,7 @@ class Work:
     def wait(self, timeout: Any = None) -> bool:
         if not self._done:
             _run(lambda: self._req.wait() if self._req is not None else None, self._what,
-                 then=self._finish, keep=self, timeout=self._timeout)
+                 then=self._finish, keep=self, timeout=self._timeout, ranks=self._ranks)
             self._done = True
         return True
 
@@ -72,12 +73,13 @@ class Work:
 
 
 def _run(call: Any, what: Any, then: Any = None, keep: Any = None,
-         timeout: float | None = None) -> Any:
+         timeout: float | None = None, ranks: Any = None) -> Any:
     """``call()`` watched: the job aborts if it waits past ``timeout`` (the
-    group's; None: the world's)."""
+    group's; None: the world's), or once a rank of ``ranks`` (the group's world
+    ranks; None: all) has ended its program."""
     wd = _state.watchdog
     if wd is not None:
-        wd.begin(what, timeout)
+        wd.begin(what, timeout, ranks)
     try:
         out = call()
     finally:
@@ -102,8 +104,8 @@ def _finished(async_op: bool) -> Any:
 def _launch(pg: ProcessGroup, what: Any, call: Any, finish: Any, async_op: bool) -> Any:
     """Start ``call(async_)``; block (watched) or hand back a Work."""
     if _state.debug:
-        _run(lambda: _check_same(pg, what), what, timeout=pg.timeout)
+        _run(lambda: _check_same(pg, what), what, timeout=pg.timeout, ranks=pg.ranks)
     if async_op:
-        return Work(call(True), what, finish, timeout=pg.timeout)
-    _run(lambda: call(False), what, then=finish, timeout=pg.timeout)
+        return Work(call(True), what, finish, timeout=pg.timeout, ranks=pg.ranks)
+    _run(lambda: call(False), what, then=finish, timeout=pg.timeout, ranks=pg.ranks)
     return None
