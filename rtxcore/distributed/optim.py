@@ -98,6 +98,7 @@ class ZeroRedundancyOptimizer:
         return self.optim.state if self.optim is not None else {}
 
     def zero_grad(self, set_to_none: bool = True) -> None:
+        self._reduced = False  # (a step skipped after clip_grad_norm_: the next reduces again)
         for p in self._all_params:
             if p.grad is not None:
                 if set_to_none:
@@ -124,21 +125,34 @@ class ZeroRedundancyOptimizer:
             for key, dtype, device in self._kinds():
                 shares = [share.get(key, []) for share in self._shares]
                 longest = max(sum(p.numel() for p in ps) for ps in shares)
-                send = zeros(n * longest, dtype=dtype, device=device)
+                # one more element per parameter, after the shares: whether this
+                # rank has its gradient (a parameter no rank has one for keeps None,
+                # as with DDP's find_unused_parameters; a frozen one is never touched)
+                count = sum(len(ps) for ps in shares)
+                send = zeros(n * longest + count, dtype=dtype, device=device)
+                flag = n * longest
                 for r, ps in enumerate(shares):
                     off = r * longest
                     for p in ps:
                         if p.grad is not None:
                             send[off:off + p.numel()] = p.grad.reshape(-1)
+                            send[flag] = 1
                         off += p.numel()
-                mine = zeros(longest, dtype=dtype, device=device) if n > 1 else send
+                        flag += 1
                 if n > 1:
-                    reduce_scatter_tensor(mine, send, group=self.process_group)
+                    has = send[n * longest:].clone()
+                    all_reduce(has, op=ReduceOp.MAX, group=self.process_group)
+                    mine = zeros(longest, dtype=dtype, device=device)
+                    reduce_scatter_tensor(mine, send[:n * longest], group=self.process_group)
                     del send
                     mine.div_(n)
+                else:
+                    has, mine = send[longest:], send[:longest]
+                had = has.tolist()
+                first = sum(len(ps) for ps in shares[:self.rank])
                 off = 0
-                for p in shares[self.rank]:
-                    p.grad = mine[off:off + p.numel()].view(p.shape)
+                for j, p in enumerate(shares[self.rank]):
+                    p.grad = mine[off:off + p.numel()].view(p.shape) if had[first + j] else None
                     off += p.numel()
                 for r, ps in enumerate(shares):
                     if r != self.rank:
@@ -146,10 +160,14 @@ class ZeroRedundancyOptimizer:
                             p.grad = None
         self._reduced = True
 
-    def clip_grad_norm_(self, max_norm: float, norm_type: float = 2.0) -> Any:
+    def clip_grad_norm_(self, max_norm: float, norm_type: float | str = 2.0,
+                        error_if_nonfinite: bool = False) -> Any:
         """Stage 2: clip the reduced gradients to a total ``norm_type`` norm of
         ``max_norm`` over every share (reduces them first); returns the total norm,
-        as ``nn.utils.clip_grad_norm_``."""
+        as ``nn.utils.clip_grad_norm_`` (on the gradients' device; a nan or inf total
+        makes the gradients nan, or raises with ``error_if_nonfinite``)."""
+        import math
+
         from .. import no_grad, tensor
 
         if self.stage != 2:
@@ -159,6 +177,7 @@ class ZeroRedundancyOptimizer:
         self.reduce_gradients()
         mine = [p.grad for p in self._all_params if self.owner[id(p)] == self.rank
                 and p.grad is not None]
+        norm_type = float(norm_type)
         inf = norm_type == float("inf")
         with no_grad():
             if mine:
@@ -169,11 +188,16 @@ class ZeroRedundancyOptimizer:
             t = tensor([part], device=self._all_params[0].device).double()
             all_reduce(t, op=ReduceOp.MAX if inf else ReduceOp.SUM, group=self.process_group)
             total = float(t[0]) if inf else float(t[0]) ** (1.0 / norm_type)
+            if error_if_nonfinite and not math.isfinite(total):
+                raise RuntimeError(f"The total norm of order {norm_type} for gradients from "
+                                   "`parameters` is non-finite, so it cannot be clipped. To "
+                                   "disable this error and scale the gradients by the "
+                                   "non-finite norm anyway, set `error_if_nonfinite=False`")
             coef = max_norm / (total + 1e-6)
-            if coef < 1.0:
+            if not coef >= 1.0:  # (a nan total scales the gradients to nan, as PyTorch's)
                 for g in mine:
                     g.mul_(coef)
-        return tensor(total)
+        return tensor(total, device=self._all_params[0].device)
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         if self.stage == 2:

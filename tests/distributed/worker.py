@@ -201,6 +201,10 @@ def zero2(device: str, clip: str) -> None:
     _same_on_every_rank(model, "zero2 after construction")
     base = _model().to(device)
     base.load_state_dict(model.state_dict())
+    # a frozen parameter (never a gradient: AdamW's weight decay must not move it)
+    model[2].bias.requires_grad_(False)
+    base[2].bias.requires_grad_(False)
+    frozen = model[2].bias.detach().clone()
     base_ddp = DDP(base)
     base_opt = rc.optim.AdamW(base_ddp.parameters(), lr=0.01)
     steps, per = 5, 4
@@ -222,6 +226,7 @@ def zero2(device: str, clip: str) -> None:
         held = [p for p in model.parameters() if p.grad is not None]
         assert held and all(opt.owner[id(p)] == r for p in held), "a foreign share's gradient kept"
     _same_on_every_rank(model, "zero2")
+    assert model[2].bias.grad is None and np.array_equal(model[2].bias.numpy(), frozen.numpy())
     gap = np.abs(_flat(model) - _flat(base)).max()
     assert gap < 1e-5, f"zero2 {clip} on {device}: {gap} from DDP"
     if r == 0:
