@@ -78,7 +78,7 @@ from .ops.views import atleast_1d, atleast_2d, atleast_3d, broadcast_tensors, se
 from .ops.joining import column_stack, dstack
 from .ops.norms import cdist, cosine_similarity, dist, pairwise_distance
 from .ops.sampling import bernoulli, multinomial, normal
-from .ops.aliases import (absolute, conj, deg2rad, exp2, isneginf, isposinf, isreal, negative,
+from .ops.aliases import (absolute, angle, conj, deg2rad, exp2, isneginf, isposinf, isreal, negative,
                           positive, rad2deg, real, resolve_conj, resolve_neg, sgn, std_mean)
 from .ops.predicates import (is_complex, is_conj, is_inference, is_neg, is_nonzero, is_same_size,
                              is_signed)

@@ -62,7 +62,7 @@ OUT_OF_SCOPE: dict[str, dict[str, str]] = {
                          "sparse_bsr_tensor", "sparse_bsc_tensor", "sparse_compressed_tensor",
                          "smm", "hspmm", "sspaddmm"), "sparse"),
         **dict.fromkeys(("view_as_complex", "view_as_real", "complex", "polar", "conj_physical",
-                         "imag", "angle"),
+                         "imag"),
                         "complex"),
         **dict.fromkeys(("quantize_per_tensor", "quantize_per_channel", "dequantize",
                          "quantize_per_tensor_dynamic", "quantization", "ao"), "quantized"),

@@ -409,12 +409,13 @@ def test_variable_is_a_tensor_as_since_pytorch_0_4():
 # -- PyTorch's other names for ops rtxcore has (rtxcore/ops/aliases.py) ---------------
 
 _VALUES = [-1.5, -0.0, 0.0, 2.0, 0.25, float("inf"), -float("inf"), float("nan")]
-_UNARY = ["absolute", "negative", "positive", "sgn", "exp2", "deg2rad", "rad2deg", "isreal",
+_UNARY = ["absolute", "angle", "negative", "positive", "sgn", "exp2", "deg2rad", "rad2deg", "isreal",
           "isposinf", "isneginf", "conj", "resolve_conj", "resolve_neg", "real"]
 
 
 def _numpy_reference(name, a):
-    return {"absolute": np.abs, "negative": np.negative, "positive": lambda v: v,
+    return {"absolute": np.abs, "negative": np.negative,
+            "angle": lambda v: np.where(np.isnan(v), v, np.where(v < 0, np.pi, 0.0)).astype(v.dtype), "positive": lambda v: v,
             "sgn": np.sign, "exp2": np.exp2, "deg2rad": lambda v: v * (np.pi / 180),
             "rad2deg": lambda v: v * (180 / np.pi), "isreal": lambda v: np.ones(v.shape, bool),
             "isposinf": np.isposinf, "isneginf": np.isneginf, "conj": lambda v: v,
@@ -473,3 +474,16 @@ def test_std_mean_and_get_device(device):
 def test_positive_of_bool_is_refused_as_in_pytorch():
     with pytest.raises(TypeError, match="bool tensor"):
         rc.positive(rc.ones(1, dtype=rc.bool))
+
+
+@needs_torch
+@pytest.mark.parametrize("args,kwargs", [((), {}), ((1,), {}), ((1, False), {}), ((False,), {}),
+                                         ((0,), {"correction": 0, "keepdim": True}),
+                                         (((0, 1),), {"unbiased": True})])
+def test_var_mean_and_std_mean_take_pytorchs_arguments(args, kwargs):
+    a = np.arange(12.0, dtype=np.float32).reshape(3, 4) ** 1.5
+    for name in ("var_mean", "std_mean"):
+        got = getattr(rc, name)(rc.tensor(a), *args, **kwargs)
+        want = getattr(torch, name)(torch.tensor(a), *args, **kwargs)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-6)

@@ -75,13 +75,26 @@ def rad2deg(input: Tensor) -> Tensor:  # noqa: A002
     return input * (180.0 / math.pi)
 
 
-def std_mean(input: Tensor, dim: Any = None, *, correction: Any = 1,  # noqa: A002
-             keepdim: bool = False) -> tuple[Tensor, Tensor]:
-    """``(std, mean)`` over ``dim``, as ``var_mean`` gives ``(var, mean)``."""
+def std_mean(input: Tensor, dim: Any = None, unbiased: Any = None,  # noqa: A002
+             keepdim: bool = False, *, correction: Any = None) -> tuple[Tensor, Tensor]:
+    """``(std, mean)`` over ``dim``, as ``var_mean`` gives ``(var, mean)`` (the
+    same arguments)."""
     from .reduction import var_mean
 
-    var, mean = var_mean(input, dim, correction=correction, keepdim=keepdim)
+    var, mean = var_mean(input, dim, unbiased, keepdim, correction=correction)
     return var.sqrt(), mean
+
+
+def angle(input: Tensor) -> Tensor:  # noqa: A002
+    """The argument of a real number: 0 for x >= 0, pi for x < 0, nan for nan (in
+    the default float for integers), as PyTorch's for real tensors."""
+    from .. import dtype as D
+    from .comparison import lt
+    from .core import where
+    from .elementwise import isnan
+
+    x = input if input._dtype.is_floating_point else input.to(D.get_default_dtype())
+    return where(isnan(x), x, where(lt(x, 0), math.pi, 0.0))
 
 
 def get_device(input: Tensor) -> int:  # noqa: A002
@@ -129,7 +142,7 @@ def bitwise_not(input: Tensor) -> Tensor:  # noqa: A002
     return fn(input)
 
 
-FUNCTIONS = ["absolute", "negative", "positive", "sgn", "exp2", "deg2rad", "rad2deg", "std_mean",
+FUNCTIONS = ["absolute", "angle", "negative", "positive", "sgn", "exp2", "deg2rad", "rad2deg", "std_mean",
              "real", "conj", "resolve_conj", "resolve_neg", "isreal", "isposinf", "isneginf"]
-METHODS = ["absolute", "absolute_", "negative", "negative_", "positive", "multiply_", "subtract_",
+METHODS = ["absolute", "absolute_", "angle", "negative", "negative_", "positive", "multiply_", "subtract_",
            "divide_", "true_divide_", "sgn", "exp2", "deg2rad", "rad2deg", "get_device", "conj", "resolve_conj", "resolve_neg", "isreal", "isposinf", "isneginf", "bitwise_not"]

@@ -197,8 +197,13 @@ def std(x: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False,
     return E.sqrt(var(x, dim, unbiased, keepdim, correction=correction))
 
 
-def var_mean(x: Tensor, dim: Any = None, *, correction: Any = 1, keepdim: bool = False) -> tuple[Tensor, Tensor]:
-    return var(x, dim, keepdim=keepdim, correction=correction), mean(E._float(x), dim, keepdim)
+def var_mean(x: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
+             correction: Any = None) -> tuple[Tensor, Tensor]:
+    """``(var, mean)``; the arguments as ``var``'s (``unbiased`` or ``correction``;
+    ``var_mean(x, False)`` is the biased variance of everything, as PyTorch's)."""
+    axes, correction, keepdim = var_args(x, dim, unbiased, keepdim, correction=correction)
+    return (var(x, axes, keepdim=keepdim, correction=correction),
+            mean(E._float(x), axes, keepdim))
 
 
 def all(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001

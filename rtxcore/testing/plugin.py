@@ -43,6 +43,8 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--rtx-backend {device}: {exc}") from None
     config.stash[_DEVICE] = str(dev)
     RESULTS.clear()
+    _FAILS[0] = _DESELECTED[0] = 0  # (a second run in one process starts afresh)
+    _AT_START.clear()
     # run the suite; when no paths were given, only the suite
     explicit = getattr(config, "args_source", None) == pytest.Config.ArgsSource.ARGS
     config.args = [*config.args, str(SUITE)] if explicit else [str(SUITE)]

@@ -337,7 +337,8 @@ def _cast(device: str, dtype: Any, layout: str, tested: str = "") -> Any:
         if dtype.kind in "iu" and t.name == "float16" and dtype.itemsize > 1:
             continue  # (int extremes overflow float16)
         out.append(src.to(t))
-    return WithInputs(out, [("x", x)])
+    shown = [("x", x)] + ([("|x| (given to unsigned targets)", nonneg)] if nonneg is not x else [])
+    return WithInputs(out, shown)
 
 
 def _transfer(device: str, dtype: Any, layout: str, tested: str = "") -> Any:
