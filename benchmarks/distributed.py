@@ -292,17 +292,28 @@ def overlap_table(a: argparse.Namespace) -> None:
     params = 1.0 if a.quick else a.params
     steps = 3 if a.quick else 8
     os.environ["RTX_SIM_NETWORK"] = a.network
-    got: dict[str, list[float]] = {"overlap": [], "blocking": [], "nosync": []}
+    got: dict[str, list[float]] = {"overlap": [], "blocking": [], "nosync": [], "free": []}
     nparams = buckets = 0
-    for _ in range(1 if a.quick else a.jobs):  # jobs interleaved: overlap, blocking, no_sync
+    for _ in range(1 if a.quick else a.jobs):  # jobs interleaved
         for kind, sync, ov in (("overlap", "sync", "overlap"), ("blocking", "sync", "blocking"),
-                               ("nosync", "nosync", "overlap")):
-            for line in launch(2, "ddp", str(params), str(a.batch), str(steps), str(a.bucket_mb),
-                               sync, "sim", ov):
+                               ("nosync", "nosync", "overlap"), ("free", "sync", "overlap")):
+            # "free": a link of no latency and unbounded bandwidth -- what DDP costs
+            # on this machine itself (bucket copies, mpi moving the data through memory)
+            link = {"RTX_SIM_LATENCY_US": "0", "RTX_SIM_BANDWIDTH_GBIT": "1000000"} \
+                if kind == "free" else {}
+            os.environ.update(link)
+            try:
+                lines = launch(2, "ddp", str(params), str(a.batch), str(steps), str(a.bucket_mb),
+                               sync, "sim", ov)
+            finally:
+                for k in link:
+                    os.environ.pop(k, None)
+            for line in lines:
                 if line.startswith("DDP "):
                     _, _, t, nparams, buckets, _ = line.split()
                     got[kind].append(float(t))
-    on, off, alone = (statistics.median(got[k]) for k in ("overlap", "blocking", "nosync"))
+    on, off, alone, free = (statistics.median(got[k])
+                            for k in ("overlap", "blocking", "nosync", "free"))
     lat, bw = PRESETS[a.network]
     comm = modelled_seconds("all_reduce", int(nparams) * 4, 2, lat, bw)
     print(f"DDP on the sim backend, link {a.network} ({lat * 1e6:g} us, {bw * 8 / 1e9:g} Gbit/s): "
@@ -313,6 +324,10 @@ def overlap_table(a: argparse.Namespace) -> None:
           f"no_sync (budget 1.15x, goal 1.05x)")
     print(f"  DDP, overlap off (blocking)     : {off * 1e3:8.1f} ms/step   {off / alone:.2f}x "
           f"no_sync")
+    print(f"  DDP on a free link (host costs) : {free * 1e3:8.1f} ms/step   {free / alone:.2f}x "
+          f"no_sync: bucket copies and mpi's own data movement on these cores")
+    print(f"  the link's share of the step: {(on - free) * 1e3:.1f} ms with overlap, "
+          f"{(off - free) * 1e3:.1f} ms without")
     print(f"  the model's all-reduce of all {int(nparams) * 4 / 2**20:.0f} MB of gradients: "
           f"{comm * 1e3:.1f} ms")
 
