@@ -398,6 +398,26 @@ def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, 
             raise RuntimeError(f"{fn}: bias has {bias.numel()} elements (shape {_shape(bias)}) but "
                                f"the output has {oc} channels (weight shape {_shape(weight)}, "
                                f"groups={groups})")
+    if groups == 1 and oph < sh and opw < sw and _conv2d_kernels(x, weight, bias) is not None:
+        # the backend's conv kernels: this is conv2d's input gradient, and its
+        # backward conv2d (input) and conv2d's weight gradient (weight). (An
+        # output_padding of a stride or more -- allowed below the dilation -- is not
+        # the input gradient of any conv2d of x's size: the core's form takes it.)
+        out = _ConvTranspose2dKernel.apply(x, weight, bias, (sh, sw), (ph, ph, pw, pw),
+                                           (dh, dw), (out_h, out_w))
+        return out.squeeze(0) if unbatched else out
+    return _conv_transpose2d_cols(x, weight, bias, groups, (sh, sw), (ph, pw), (oph, opw),
+                                  (dh, dw), unbatched)
+
+
+def _conv_transpose2d_cols(x: Tensor, weight: Tensor, bias: Tensor | None, groups: int,
+                           stride: tuple[int, int], padding: tuple[int, int],
+                           output_padding: tuple[int, int], dilation: tuple[int, int],
+                           unbatched: bool = False) -> Tensor:
+    """conv_transpose2d in tensor ops (any groups): a matmul and col2im."""
+    n, c, h, w = x._shape
+    _, ocg, kh, kw = weight._shape
+    oc = ocg * groups
     # every input pixel's patches: (C_out*kH*kW, C_in) @ (N, C_in, H*W), per group (as the
     # weight's transpose on the left, the input's gradient comes back contiguous)
     k = ocg * kh * kw
@@ -408,10 +428,72 @@ def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, 
         cols = matmul(weight.reshape(groups, cg, k).transpose(1, 2),
                       x.reshape(n, groups, cg, h * w))  # (N, G, C_out/G*kH*kW, H*W)
     cols = cols.reshape(n, oc, kh, kw, h, w)
-    out = _Col2Im.apply(cols, (kh, kw), (sh, sw), (dh, dw), (ph, pw), (oph, opw))
+    out = _Col2Im.apply(cols, (kh, kw), stride, dilation, padding, output_padding)
     if bias is not None:
         out = out + bias.reshape(oc, 1, 1)
     return out.squeeze(0) if unbatched else out
+
+
+class _ConvTranspose2dKernel(Function):
+    """conv_transpose2d (groups 1) as the backend's conv2d kernels: the forward is
+    conv2d's input gradient of ``x`` (conv2d_input_grad); the backward is a conv2d
+    of the output's gradient (the input's gradient, and the im2col matrix the
+    weight's gradient then takes, as conv2d_weight_grad of ``x``). A backward that
+    records (double backward) differentiates the core's tensor-op form instead."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, weight: Tensor, bias: Tensor | None,
+                stride: tuple[int, int], pads: tuple[int, int, int, int],
+                dilation: tuple[int, int], out_hw: tuple[int, int]) -> Tensor:
+        n = x._shape[0]
+        oc = weight._shape[1]
+        input_grad = _conv2d_kernels(x, weight, bias)[1]
+        out = empty((n, oc, *out_hw), x._dtype, x._device)
+        input_grad(out._h, view_of(x), view_of(weight), stride, pads, dilation)
+        if bias is not None:
+            out.add_(bias.reshape(oc, 1, 1))
+        ctx.save_for_backward(x, weight)
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Any:
+        x, weight = ctx.saved_tensors
+        _, _, bias, stride, pads, dilation, out_hw = ctx.args
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        dx = dw = db = None
+        (kh, kw), (h, w) = weight._shape[2:], x._shape[2:]
+        oph = out_hw[0] - ((h - 1) * stride[0] - 2 * pads[0] + dilation[0] * (kh - 1) + 1)
+        opw = out_hw[1] - ((w - 1) * stride[1] - 2 * pads[2] + dilation[1] * (kw - 1) + 1)
+        geom = (stride, (pads[0], pads[2]), (oph, opw), dilation)
+        if _state.enabled:  # create_graph: the core's differentiable form
+            from ...autograd.engine import grad
+
+            with enable_grad():
+                if need_x:
+                    z = zeros(x._shape, dtype=x._dtype, device=x._device).requires_grad_()
+                    (dx,) = grad(_conv_transpose2d_cols(z, weight, None, 1, *geom), z, g,
+                                 create_graph=True)
+                if need_w:
+                    z = zeros(weight._shape, dtype=weight._dtype,
+                              device=weight._device).requires_grad_()
+                    (dw,) = grad(_conv_transpose2d_cols(x, z, None, 1, *geom), z, g,
+                                 create_graph=True)
+        elif need_x or need_w:
+            conv, _, weight_grad = _conv2d_kernels(x, weight, bias)
+            if g._dtype is not x._dtype:
+                g = g.to(x._dtype)
+            n, c = x._shape[:2]
+            oc = weight._shape[1]
+            dxt = empty(x._shape, x._dtype, x._device)
+            cols = empty((oc * kh * kw, n * h * w), x._dtype, x._device)
+            conv(dxt._h, cols._h, view_of(g), view_of(weight), None, stride, pads, dilation)
+            dx = dxt if need_x else None
+            if need_w:
+                dw = empty(weight._shape, weight._dtype, weight._device)
+                weight_grad(dw._h, view_of(x), view_of(cols))
+        if need_b:
+            db = g.sum((0, 2, 3))
+        return dx, dw, db, None, None, None, None
 
 
 def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
