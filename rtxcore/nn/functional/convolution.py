@@ -147,6 +147,24 @@ def _conv2d_kernels(x: Tensor, weight: Tensor, bias: Tensor | None) -> Any:
     return None if None in ks else ks
 
 
+def _recorded_vjps(conv: Any, x: Tensor, weight: Tensor, g: Tensor, need_x: bool,
+                   need_w: bool) -> tuple[Tensor | None, Tensor | None]:
+    """A kernel backward under create_graph: the gradients of the core's
+    differentiable form ``conv(x, weight)``, recorded. It is linear in each operand,
+    so each gradient is a vjp with respect to a fresh zero leaf."""
+    from ...autograd.engine import grad
+
+    dx = dw = None
+    with enable_grad():
+        if need_x:
+            z = zeros(x._shape, dtype=x._dtype, device=x._device).requires_grad_()
+            (dx,) = grad(conv(z, weight), z, g, create_graph=True)
+        if need_w:
+            z = zeros(weight._shape, dtype=weight._dtype, device=weight._device).requires_grad_()
+            (dw,) = grad(conv(x, z), z, g, create_graph=True)
+    return dx, dw
+
+
 class _Conv2dKernel(Function):
     """conv2d (groups 1) as the backend's kernels: the forward writes the output
     and the im2col matrix, which the weight's gradient reuses; the input's
@@ -178,18 +196,9 @@ class _Conv2dKernel(Function):
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
         dx = dw = db = None
         if _state.enabled:  # create_graph
-            from ...autograd.engine import grad
-
-            with enable_grad():
-                if need_x:
-                    z = zeros(x._shape, dtype=x._dtype, device=x._device).requires_grad_()
-                    out = _conv2d_cols(z, weight, None, 1, stride, pads, dilation, out_hw)
-                    (dx,) = grad(out, z, g, create_graph=True)
-                if need_w:
-                    z = zeros(weight._shape, dtype=weight._dtype,
-                              device=weight._device).requires_grad_()
-                    out = _conv2d_cols(x, z, None, 1, stride, pads, dilation, out_hw)
-                    (dw,) = grad(out, z, g, create_graph=True)
+            dx, dw = _recorded_vjps(
+                lambda a, b: _conv2d_cols(a, b, None, 1, stride, pads, dilation, out_hw),
+                x, weight, g, need_x, need_w)
         else:
             _, input_grad, weight_grad = _conv2d_kernels(x, weight, bias)
             if g._dtype is not x._dtype:
@@ -466,24 +475,13 @@ class _ConvTranspose2dKernel(Function):
         opw = out_hw[1] - ((w - 1) * stride[1] - 2 * pads[2] + dilation[1] * (kw - 1) + 1)
         geom = (stride, (pads[0], pads[2]), (oph, opw), dilation)
         if _state.enabled:  # create_graph: the core's differentiable form
-            from ...autograd.engine import grad
-
-            with enable_grad():
-                if need_x:
-                    z = zeros(x._shape, dtype=x._dtype, device=x._device).requires_grad_()
-                    (dx,) = grad(_conv_transpose2d_cols(z, weight, None, 1, *geom), z, g,
-                                 create_graph=True)
-                if need_w:
-                    z = zeros(weight._shape, dtype=weight._dtype,
-                              device=weight._device).requires_grad_()
-                    (dw,) = grad(_conv_transpose2d_cols(x, z, None, 1, *geom), z, g,
-                                 create_graph=True)
+            dx, dw = _recorded_vjps(lambda a, b: _conv_transpose2d_cols(a, b, None, 1, *geom),
+                                    x, weight, g, need_x, need_w)
         elif need_x or need_w:
             conv, _, weight_grad = _conv2d_kernels(x, weight, bias)
             if g._dtype is not x._dtype:
                 g = g.to(x._dtype)
-            n, c = x._shape[:2]
-            oc = weight._shape[1]
+            n, oc = x._shape[0], weight._shape[1]
             dxt = empty(x._shape, x._dtype, x._device)
             cols = empty((oc * kh * kw, n * h * w), x._dtype, x._device)
             conv(dxt._h, cols._h, view_of(g), view_of(weight), None, stride, pads, dilation)
