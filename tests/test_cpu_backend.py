@@ -86,8 +86,12 @@ def test_pooled_memory_is_not_reused_while_numpy_views_hold_it(make_view):
 @pytest.fixture
 def small_ln_blocks(monkeypatch):
     """Blocks of 8 rows of 96 (tiles of 4 rows), threads from 4096 elements: a
-    small input takes every path of a large one."""
+    small input takes every path of a large one. The NumPy form alone (the C
+    loops of ``ckernels`` are tested in test_cpu_ckernels.py)."""
+    from rtx_cpu import ckernels
     from rtx_cpu import norm_kernels as K
+
+    monkeypatch.setattr(ckernels, "function", lambda name, dtype: None)
 
     monkeypatch.setattr(K, "_LN_BLOCK", 8 * 96 + 50)  # 8 rows of 96
     monkeypatch.setattr(K, "_LN_TILE", 4 * 96 - 50)  # tiles of 4 rows

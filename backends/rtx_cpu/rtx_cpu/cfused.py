@@ -209,19 +209,21 @@ def source(program: dict[str, Any]) -> str:
 
 _lock = threading.Lock()
 _dir: str | None = None
-_libs: dict[str, Any] = {}  # source digest -> the loaded run function (None: failed)
+_libs: dict[str, Any] = {}  # source digest -> the loaded library (None: failed)
 _warned = False
 
 
-def _build(src: str) -> Any:
-    """The ``run`` function of ``src``, compiled once per process."""
+def library(src: str, what: str) -> Any:
+    """The shared library compiled from C source ``src``, once per process (None
+    where there is no compiler or the compile failed: the caller runs NumPy's
+    form; ``what`` names the caller in the one warning a failure gives)."""
     global _dir, _warned
     key = hashlib.sha256(src.encode()).hexdigest()[:32]
     with _lock:
         if key in _libs:
             return _libs[key]
         cc = _compiler()
-        fn = None
+        lib = None
         if cc is not None:
             if _dir is None:
                 _dir = tempfile.mkdtemp(prefix="rtx-cpu-fused-")
@@ -235,15 +237,24 @@ def _build(src: str) -> Any:
                 if r.returncode == 0:
                     break
             if r.returncode == 0:
-                fn = ctypes.CDLL(so_path).run
-                fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64]
-                fn.restype = None
+                lib = ctypes.CDLL(so_path)
             elif not _warned:
                 _warned = True
-                warnings.warn(f"rtx_cpu: compiling a fused group with {cc} failed; fused groups "
-                              f"run on NumPy instead ({r.stderr.strip()[:300]})", stacklevel=2)
-        _libs[key] = fn
-        return fn
+                warnings.warn(f"rtx_cpu: compiling {what} with {cc} failed; they run on NumPy "
+                              f"instead ({r.stderr.strip()[:300]})", stacklevel=3)
+        _libs[key] = lib
+        return lib
+
+
+def _build(src: str) -> Any:
+    """The ``run`` function of a fused group's source, compiled once per process."""
+    lib = library(src, "a fused group")
+    if lib is None:
+        return None
+    fn = lib.run
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64]
+    fn.restype = None
+    return fn
 
 
 def runner(program: dict[str, Any], threads: Callable[[], int], pool: Callable[[], Any],

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import fused
+from . import ckernels, fused
 
 
 # -- layer_norm: blocks of whole rows (about _LN_BLOCK elements each), every step of a
@@ -169,7 +169,10 @@ def split(units: int, size: int, run: Callable[[int, int], None],
 def layer_norm(out: np.ndarray, mean: np.ndarray, rstd: np.ndarray, x: np.ndarray,
                weight: np.ndarray | None, bias: np.ndarray | None, eps: float) -> None:
     """out = (x - mean) * rstd (* weight + bias) per row of x (M, N); mean, rstd
-    (M, 1). Computed in x's dtype (float16 in float32), block by block (see above)."""
+    (M, 1). One C loop per row where it can (``ckernels``); else computed in x's
+    dtype (float16 in float32), block by block (see above)."""
+    if ckernels.layer_norm(out, mean, rstd, x, weight, bias, eps):
+        return
     m, n = x.shape
     cdt = np.dtype(np.float32) if x.dtype == np.float16 else x.dtype  # as _wide
     mu, r = mean[:, 0], rstd[:, 0]
@@ -293,7 +296,9 @@ def layer_norm_backward(out: np.ndarray, g: np.ndarray, x: np.ndarray, mean: np.
     """The gradient of layer_norm's x into out[:M] for output gradient g (M, N);
     where out has two rows more, the sums over rows of g * xhat and of g (weight's
     and bias's) into them. Computed in x's dtype (float16 in float32), block by
-    block (see above)."""
+    block (see above), where the C loop of ``ckernels`` cannot run."""
+    if ckernels.layer_norm_backward(out, g, x, mean, rstd, weight):
+        return
     m, n = x.shape
     cdt = np.dtype(np.float32) if x.dtype == np.float16 else x.dtype  # as _wide
     mu, r = mean[:, 0], rstd[:, 0]

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import ckernels
+
 _CACHE_MAX = 32
 _tile_index: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
 
@@ -37,7 +39,9 @@ def max_pool2d_tiled(values: np.ndarray, indices: np.ndarray, x: np.ndarray, kh:
                      kw: int) -> None:
     """values/indices (N, C, OH, OW) = the max of each kh x kw tile of x (N, C, H, W)
     (OH = H // kh, OW = W // kw) and the flat index into H*W of its first maximum
-    (the first NaN where there is one)."""
+    (the first NaN where there is one). One C loop where it can (``ckernels``)."""
+    if ckernels.max_pool2d_tiled(values, indices, x, kh, kw):
+        return
     n, c, h, w = x.shape
     m = n * c
     kk = kh * kw
@@ -69,7 +73,10 @@ def max_pool2d_tiled(values: np.ndarray, indices: np.ndarray, x: np.ndarray, kh:
 
 def max_pool2d_tiled_backward(out: np.ndarray, g: np.ndarray, indices: np.ndarray) -> None:
     """out (N, C, H, W) = zeros with each g (N, C, OH, OW) at its index into H*W
-    (the tiles do not overlap: no index repeats within a plane)."""
+    (the tiles do not overlap: no index repeats within a plane). One C loop where
+    it can (``ckernels``)."""
+    if ckernels.max_pool2d_tiled_backward(out, g, indices):
+        return
     n, c, h, w = out.shape
     m = n * c
     flat = np.zeros(m * h * w, out.dtype)

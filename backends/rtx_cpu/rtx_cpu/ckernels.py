@@ -1,0 +1,331 @@
+"""Fixed C loops for kernels that NumPy can only run as many passes over memory.
+
+``layer_norm`` (and its backward) and the tiled ``max_pool2d`` (and its
+backward) are a few lines each as a loop over rows or tiles, and many NumPy
+calls each: the pooling's NumPy form gathers the tiles into rows, scans them
+``kh * kw`` times and scatters back; layer_norm's makes six passes over a block
+of rows. Here each is one C function, compiled once per process by ``cfused``'s
+compiler with its flags (no fast-math, no contraction: every float operation as
+written, in the given order), called through ctypes, which lets go of the GIL,
+so that a large input's rows or planes run on the backend's threads in
+parallel. Where there is no compiler, the compile failed, ``RTX_CPU_CC=0`` or
+an operand is of another dtype or layout, the NumPy forms run instead.
+
+What the loops compute, and why it is the same on any number of threads:
+
+- ``layer_norm``: a row's mean and variance are sums in double (eight
+  interleaved partial sums in a fixed order, then added in order): a row's
+  statistics depend on that row alone. The output is then
+  ``((x - mean) * rstd) * weight + bias`` in x's float type, the NumPy form's
+  steps in its order (the statistics differ from NumPy's float sums in the
+  last bits: they are more accurate).
+- ``layer_norm_backward``: per row, the sums of ``g * weight`` and of
+  ``g * weight * (x - mean)`` in double, then ``dx = ((q - xc * c) - a) * rstd``
+  as the NumPy form. The parameters' column sums are kept per block of rows
+  (blocks fixed by the shape, in double) and added in block order at the end.
+- ``max_pool2d_tiled``: per tile, the first maximum in row-major order (the
+  first NaN where there is one), PyTorch's choice; the backward writes zeros
+  and each gradient at its index, checking every index against its plane.
+
+Only ints, pointers and a double (eps) cross into C; the source is fixed text.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import Any, Callable
+
+import numpy as np
+
+from . import cfused, fused
+
+_TYPES = {np.dtype(np.float32): ("f32", "float"), np.dtype(np.float64): ("f64", "double")}
+
+_TEMPLATE = r"""
+void ln_fwd_{S}({T} *out, {T} *mean, {T} *rstd, const {T} *x, const {T} *w, const {T} *b,
+                int64_t n, double eps, int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; i++) {
+        const {T} *xr = x + i * n;
+        {T} *o = out + i * n;
+        int64_t j;
+        double s = 0, q = 0;
+        /* chunks of CHUNK elements summed in LANES {T} lanes, each chunk's total
+           added into a double: one order, fixed by n */
+        for (int64_t c0 = 0; c0 < n; c0 += CHUNK) {
+            int64_t c1 = c0 + CHUNK < n ? c0 + CHUNK : n, cl = c1 - (c1 - c0) % LANES;
+            {T} acc[LANES] = {0};
+            for (j = c0; j < cl; j += LANES)
+                for (int l = 0; l < LANES; l++) acc[l] += xr[j + l];
+            double part = 0;
+            for (int l = 0; l < LANES; l++) part += (double)acc[l];
+            for (; j < c1; j++) part += (double)xr[j];
+            s += part;
+        }
+        {T} mu = ({T})(s / (double)n);
+        for (int64_t c0 = 0; c0 < n; c0 += CHUNK) {
+            int64_t c1 = c0 + CHUNK < n ? c0 + CHUNK : n, cl = c1 - (c1 - c0) % LANES;
+            {T} acc[LANES] = {0};
+            for (j = c0; j < cl; j += LANES)
+                for (int l = 0; l < LANES; l++) {
+                    {T} d = xr[j + l] - mu;
+                    acc[l] += d * d;
+                }
+            double part = 0;
+            for (int l = 0; l < LANES; l++) part += (double)acc[l];
+            for (; j < c1; j++) {
+                {T} d = xr[j] - mu;
+                part += (double)(d * d);
+            }
+            q += part;
+        }
+        {T} r = ({T})(1.0 / sqrt(q / (double)n + eps));
+        mean[i] = mu;
+        rstd[i] = r;
+        if (w && b)
+            for (j = 0; j < n; j++) o[j] = ((xr[j] - mu) * r) * w[j] + b[j];
+        else if (w)
+            for (j = 0; j < n; j++) o[j] = ((xr[j] - mu) * r) * w[j];
+        else if (b)
+            for (j = 0; j < n; j++) o[j] = ((xr[j] - mu) * r) + b[j];
+        else
+            for (j = 0; j < n; j++) o[j] = (xr[j] - mu) * r;
+    }
+}
+
+/* blocks k0..k1 of `rows` rows; pw, pb: (blocks, n) doubles, or NULL */
+void ln_bwd_{S}({T} *dx, double *pw, double *pb, const {T} *g, const {T} *x,
+                const {T} *mean, const {T} *rstd, const {T} *w, int64_t m, int64_t n,
+                int64_t rows, int64_t k0, int64_t k1) {
+    for (int64_t k = k0; k < k1; k++) {
+        int64_t i1 = (k + 1) * rows < m ? (k + 1) * rows : m;
+        double *pwk = pw ? pw + k * n : 0, *pbk = pb ? pb + k * n : 0;
+        if (pw) for (int64_t j = 0; j < n; j++) { pwk[j] = 0; pbk[j] = 0; }
+        for (int64_t i = k * rows; i < i1; i++) {
+            const {T} *gr = g + i * n, *xr = x + i * n;
+            {T} *o = dx + i * n;
+            {T} mu = mean[i], r = rstd[i];
+            double sa[8] = {0, 0, 0, 0, 0, 0, 0, 0}, sc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            int64_t n8 = n - n % 8, j;
+            for (j = 0; j < n8; j += 8)
+                for (int l = 0; l < 8; l++) {
+                    {T} q = w ? gr[j + l] * w[j + l] : gr[j + l];
+                    sa[l] += (double)q;
+                    sc[l] += (double)q * (double)(xr[j + l] - mu);
+                }
+            double a = 0, c = 0;
+            for (int l = 0; l < 8; l++) { a += sa[l]; c += sc[l]; }
+            for (; j < n; j++) {
+                {T} q = w ? gr[j] * w[j] : gr[j];
+                a += (double)q;
+                c += (double)q * (double)(xr[j] - mu);
+            }
+            {T} af = ({T})(a / (double)n);
+            {T} cf = ({T})(c / (double)n * (double)r * (double)r);
+            for (j = 0; j < n; j++) {
+                {T} xc = xr[j] - mu;
+                {T} q = w ? gr[j] * w[j] : gr[j];
+                o[j] = ((q - xc * cf) - af) * r;
+            }
+            if (pw)
+                for (j = 0; j < n; j++) {
+                    pwk[j] += (double)gr[j] * (double)((xr[j] - mu) * r);
+                    pbk[j] += (double)gr[j];
+                }
+        }
+    }
+}
+
+/* planes lo..hi of x (planes, h, w); values/indices (planes, h / kh, w / kw) */
+void pool_fwd_{S}({T} *val, int64_t *idx, const {T} *x, int64_t h, int64_t w, int64_t kh,
+                  int64_t kw, int64_t lo, int64_t hi) {
+    int64_t oh = h / kh, ow = w / kw;
+    for (int64_t p = lo; p < hi; p++) {
+        const {T} *xp = x + p * h * w;
+        {T} *vp = val + p * oh * ow;
+        int64_t *ip = idx + p * oh * ow;
+        for (int64_t i = 0; i < oh; i++)
+            for (int64_t j = 0; j < ow; j++) {
+                int64_t at = i * kh * w + j * kw;
+                {T} best = xp[at];
+                for (int64_t a = 0; a < kh && best == best; a++)
+                    for (int64_t c = 0; c < kw; c++) {
+                        int64_t here = (i * kh + a) * w + j * kw + c;
+                        {T} v = xp[here];
+                        if (v != v) { best = v; at = here; break; }
+                        if (v > best) { best = v; at = here; }
+                    }
+                vp[i * ow + j] = best;
+                ip[i * ow + j] = at;
+            }
+    }
+}
+
+/* planes lo..hi: out (planes, hw) zeros, each g (planes, ohw) at its index;
+   returns how many indices lay outside their plane (those are not written) */
+int64_t pool_bwd_{S}({T} *out, const {T} *g, const int64_t *idx, int64_t hw, int64_t ohw,
+                     int64_t lo, int64_t hi) {
+    int64_t bad = 0;
+    for (int64_t p = lo; p < hi; p++) {
+        {T} *op = out + p * hw;
+        memset(op, 0, (size_t)hw * sizeof({T}));
+        for (int64_t t = 0; t < ohw; t++) {
+            int64_t at = idx[p * ohw + t];
+            if (at < 0 || at >= hw) { bad++; continue; }
+            op[at] = g[p * ohw + t];
+        }
+    }
+    return bad;
+}
+"""
+
+SOURCE = "#include <stdint.h>\n#include <string.h>\n#include <math.h>\n" \
+    "#define LANES 16\n#define CHUNK 256\n" + "".join(
+    _TEMPLATE.replace("{S}", s).replace("{T}", t) for s, t in _TYPES.values())
+
+_P, _I, _D = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
+_SIGNATURES = {
+    "ln_fwd": ([_P] * 6 + [_I, _D, _I, _I], None),
+    "ln_bwd": ([_P] * 8 + [_I] * 5, None),
+    "pool_fwd": ([_P] * 3 + [_I] * 6, None),
+    "pool_bwd": ([_P] * 3 + [_I] * 4, _I),
+}
+_funcs: dict[tuple[str, np.dtype], Any] | None = None
+_lock = threading.Lock()
+
+PARALLEL_MIN = 1 << 18  # elements: a smaller input runs on the calling thread alone
+LN_BLOCK = 1 << 19  # elements of a backward block (its rows: the parameters' partial sums)
+
+
+def function(name: str, dtype: np.dtype) -> Any:
+    """The C function ``name`` for ``dtype`` (float32 / float64), or None."""
+    global _funcs
+    if _funcs is None:
+        with _lock:
+            if _funcs is None:
+                funcs: dict[tuple[str, np.dtype], Any] = {}
+                lib = None if cfused._compiler() is None else \
+                    cfused.library(SOURCE, "layer_norm and max_pool2d")
+                if lib is not None:
+                    for dt, (suffix, _) in _TYPES.items():
+                        for fname, (args, res) in _SIGNATURES.items():
+                            fn = getattr(lib, f"{fname}_{suffix}")
+                            fn.argtypes, fn.restype = args, res
+                            funcs[fname, dt] = fn
+                _funcs = funcs
+    return _funcs.get((name, dtype))
+
+
+def reset() -> None:
+    """Forget the loaded functions (the next call looks for a compiler again)."""
+    global _funcs
+    with _lock:
+        _funcs = None
+
+
+def _fits(dt: np.dtype, *arrays: np.ndarray | None) -> bool:
+    return all(a is None or (a.dtype == dt and a.flags.c_contiguous) for a in arrays)
+
+
+def _ptr(a: np.ndarray | None) -> int | None:
+    return None if a is None else a.ctypes.data
+
+
+def _split(units: int, size: int, run: Callable[[int, int], Any]) -> list[Any]:
+    """``run(lo, hi)`` over ``range(units)``, a contiguous run a thread for inputs
+    of ``PARALLEL_MIN`` elements or more; the results in order."""
+    parts = min(fused.threads(), units) if size >= PARALLEL_MIN else 1
+    if parts <= 1 or threading.current_thread().name.startswith("rtx-cpu-fused"):
+        return [run(0, units)]
+    step = -(-units // parts)
+    futures = []
+    try:  # (every piece handed out is waited for, whatever fails: it writes through
+        for lo in range(step, units, step):  # raw pointers)
+            futures.append(fused.pool().submit(run, lo, min(lo + step, units)))
+        first = run(0, min(step, units))
+    finally:
+        rest = [f.result() for f in futures]
+    return [first, *rest]
+
+
+def layer_norm(out: np.ndarray, mean: np.ndarray, rstd: np.ndarray, x: np.ndarray,
+               weight: np.ndarray | None, bias: np.ndarray | None, eps: float) -> bool:
+    """layer_norm as ``norm_kernels.layer_norm`` takes it, in C; False (nothing
+    written) where the operands do not fit the loop."""
+    dt = x.dtype
+    fn = function("ln_fwd", dt) if dt in _TYPES else None
+    if fn is None or not out.flags.writeable or \
+            not _fits(dt, out, mean, rstd, x, weight, bias):
+        return False
+    m, n = x.shape
+    if n == 0:
+        return False
+    args = (_ptr(out), _ptr(mean), _ptr(rstd), _ptr(x), _ptr(weight), _ptr(bias), n,
+            float(eps))
+    _split(m, m * n, lambda lo, hi: fn(*args, lo, hi))
+    return True
+
+
+def layer_norm_backward(out: np.ndarray, g: np.ndarray, x: np.ndarray, mean: np.ndarray,
+                        rstd: np.ndarray, weight: np.ndarray | None) -> bool:
+    """layer_norm_backward as ``norm_kernels.layer_norm_backward`` takes it, in C;
+    False (nothing written) where the operands do not fit the loop."""
+    dt = x.dtype
+    fn = function("ln_bwd", dt) if dt in _TYPES else None
+    if fn is None or not out.flags.writeable or \
+            not _fits(dt, out, g, x, mean, rstd, weight):
+        return False
+    m, n = x.shape
+    if n == 0 or m == 0:
+        return False
+    params = out.shape[0] > m
+    rows = max(1, LN_BLOCK // n)  # blocks fixed by the shape, never by the threads
+    nb = -(-m // rows)
+    pw = np.empty((nb, n)) if params else None
+    pb = np.empty((nb, n)) if params else None
+    args = (_ptr(out), _ptr(pw), _ptr(pb), _ptr(g), _ptr(x), _ptr(mean), _ptr(rstd),
+            _ptr(weight), m, n, rows)
+    _split(nb, m * n, lambda lo, hi: fn(*args, lo, hi))
+    if params:  # the blocks' sums, in block order
+        np.copyto(out[m], np.add.reduce(pw, axis=0), casting="unsafe")
+        np.copyto(out[m + 1], np.add.reduce(pb, axis=0), casting="unsafe")
+    return True
+
+
+def max_pool2d_tiled(values: np.ndarray, indices: np.ndarray, x: np.ndarray, kh: int,
+                     kw: int) -> bool:
+    """max_pool2d_tiled as ``window_kernels`` takes it, in C; False (nothing
+    written) where the operands do not fit the loop."""
+    dt = x.dtype
+    fn = function("pool_fwd", dt) if dt in _TYPES else None
+    if fn is None or not (values.flags.writeable and indices.flags.writeable) or \
+            not _fits(dt, values, x) or not _fits(np.dtype(np.int64), indices):
+        return False
+    n, c, h, w = x.shape
+    if kh < 1 or kw < 1 or values.shape != (n, c, h // kh, w // kw) or \
+            indices.shape != values.shape:
+        return False
+    planes = n * c
+    args = (_ptr(values), _ptr(indices), _ptr(x), h, w, kh, kw)
+    _split(planes, x.size, lambda lo, hi: fn(*args, lo, hi))
+    return True
+
+
+def max_pool2d_tiled_backward(out: np.ndarray, g: np.ndarray, indices: np.ndarray) -> bool:
+    """max_pool2d_tiled_backward as ``window_kernels`` takes it, in C; False
+    (nothing written) where the operands do not fit the loop. An index outside
+    its plane raises IndexError."""
+    dt = out.dtype
+    fn = function("pool_bwd", dt) if dt in _TYPES else None
+    if fn is None or not out.flags.writeable or not _fits(dt, out, g) or \
+            not _fits(np.dtype(np.int64), indices) or g.shape != indices.shape or \
+            g.shape[:2] != out.shape[:2]:
+        return False
+    n, c, h, w = out.shape
+    ohw = g.shape[2] * g.shape[3]
+    args = (_ptr(out), _ptr(g), _ptr(indices), h * w, ohw)
+    bad = sum(_split(n * c, out.size, lambda lo, hi: fn(*args, lo, hi)))
+    if bad:
+        raise IndexError(f"max_pool2d backward: {bad} indices lie outside their "
+                         f"{h}x{w} plane")
+    return True
