@@ -258,3 +258,19 @@ def test_max_pool_through_the_front_end_passes_gradcheck():
     rng = np.random.default_rng(10)
     x = rc.tensor(rng.standard_normal((2, 3, 6, 8)), requires_grad=True)
     assert gradcheck(lambda t: rc.nn.functional.max_pool2d(t, 2), (x,))
+
+
+def test_read_only_operands_reach_the_loop_by_their_address():
+    # a read-only array has no writable buffer to export: its address is taken
+    # the slow way, and the loop still runs on it
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((6, 40)).astype(np.float32)
+    w = rng.standard_normal(40).astype(np.float32)
+    want = _ln(x, w, None)
+    x.setflags(write=False)
+    w.setflags(write=False)
+    m = x.shape[0]
+    outs = np.empty_like(x), np.empty((m, 1), np.float32), np.empty((m, 1), np.float32)
+    assert ckernels.layer_norm(*outs, x, w, None, 1e-5)
+    for a, e in zip(outs, want):
+        np.testing.assert_array_equal(a, e)

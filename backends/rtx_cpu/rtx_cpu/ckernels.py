@@ -228,7 +228,7 @@ def _fits(dt: np.dtype, *arrays: np.ndarray | None) -> bool:
 
 
 def _ptr(a: np.ndarray | None) -> int | None:
-    return None if a is None else a.ctypes.data
+    return None if a is None else cfused._address(a)
 
 
 def _split(units: int, size: int, run: Callable[[int, int], Any]) -> list[Any]:
@@ -262,7 +262,10 @@ def layer_norm(out: np.ndarray, mean: np.ndarray, rstd: np.ndarray, x: np.ndarra
         return False
     args = (_ptr(out), _ptr(mean), _ptr(rstd), _ptr(x), _ptr(weight), _ptr(bias), n,
             float(eps))
-    _split(m, m * n, lambda lo, hi: fn(*args, lo, hi))
+    if m * n < PARALLEL_MIN:
+        fn(*args, 0, m)
+    else:
+        _split(m, m * n, lambda lo, hi: fn(*args, lo, hi))
     return True
 
 

@@ -51,6 +51,7 @@ from typing import Any, Callable
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from . import cconv
 from .fused import threads
 from .parallel import _WORKER, _bounds, _run
 
@@ -175,6 +176,147 @@ def _matmul_into(dst: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
         np.copyto(dst, a @ b, casting="unsafe")
 
 
+# -- the same algorithms with the copies as C loops (``cconv``) ---------------------------
+
+
+def _c_ready(*arrays: np.ndarray | None) -> bool:
+    """Whether ``cconv``'s loops take these operands: compiled, and float32 or
+    float64 throughout (float16 keeps the NumPy forms, which multiply in float32)."""
+    dt = arrays[0].dtype
+    return all(a is None or a.dtype == dt for a in arrays) and cconv.available(dt)
+
+
+def _c_writable(a: np.ndarray) -> bool:
+    return a.flags.c_contiguous and a.flags.writeable
+
+
+def _contig(a: np.ndarray | None) -> np.ndarray | None:
+    return None if a is None else np.ascontiguousarray(a)
+
+
+def _c_conv2d(out: np.ndarray, cols: np.ndarray, x: np.ndarray, weight: np.ndarray,
+              bias: np.ndarray | None, stride: tuple[int, int],
+              padding: tuple[int, int, int, int], dilation: tuple[int, int],
+              rows_major: bool) -> None:
+    """conv2d with cconv's copies: each chunk's im2col written straight into its
+    columns of cols (BLAS reads it from there while it is in cache); the product
+    ``W @ cols`` (an image's output written in place) or, ``rows_major``, the
+    positions-major ``rows @ W^T`` from a second, channels-last im2col; the
+    result transposed into out with the bias by one loop."""
+    x, bias = _contig(x), _contig(bias)
+    n, c, h, w = x.shape
+    oc, _, kh, kw = weight.shape
+    oh, ow = out.shape[2:]
+    geo = cconv.Geometry(c, h, w, kh, kw, oh, ow, stride, (padding[0], padding[2]), dilation)
+    k, p = geo.k, geo.p
+    nb = _chunk(n, k * p)
+    if rows_major:
+        wr = np.ascontiguousarray(weight.transpose(2, 3, 1, 0)).reshape(k, oc)
+    else:
+        w2 = np.ascontiguousarray(weight.reshape(oc, k))
+    b3 = None if bias is None else bias.reshape(oc, 1)
+
+    def part(lo: int, hi: int) -> None:
+        if rows_major:
+            rows = np.empty((nb * p, k), x.dtype)
+            buf = cconv.scratch(geo, x.dtype)
+        for b0 in range(lo, hi, nb):
+            b1 = min(hi, b0 + nb)
+            m = b1 - b0
+            cb = cols[:, b0 * p:b1 * p]
+            cconv.im2col(cb, x, b0, b1, geo)
+            if rows_major:
+                rb = rows[:m * p]
+                cconv.im2row(rb, buf, x, b0, b1, geo)
+                cconv.rows_to_nchw(out, rb @ wr, bias, b0, b1)
+            elif m == 1:
+                o2 = out[b0].reshape(oc, p)
+                np.matmul(w2, cb, out=o2)
+                if b3 is not None:
+                    np.add(o2, b3, out=o2)
+            else:
+                cconv.cols_to_nchw(out, w2 @ cb, bias, b0, b1)
+
+    _over_images(part, n, nb, oc * k * p * n)
+
+
+def _c_input_grad_correlate(dx: np.ndarray, g: np.ndarray, weight: np.ndarray,
+                            padding: tuple[int, int, int, int], dilation: tuple[int, int],
+                            rows_major: bool) -> None:
+    """Stride 1: dx = g padded by the kernel's extent less the forward's padding,
+    correlated with the flipped, channel-swapped weight; g's im2col (or,
+    ``rows_major``, its positions-major rows) by cconv, one product a chunk,
+    transposed into dx by one loop (or written in place)."""
+    g = _contig(g)
+    n, c, h, w = dx.shape
+    oc, _, kh, kw = weight.shape
+    dh, dw = dilation
+    eh, ew = dh * (kh - 1), dw * (kw - 1)
+    geo = cconv.Geometry(oc, g.shape[2], g.shape[3], kh, kw, h, w, (1, 1),
+                         (eh - padding[0], ew - padding[2]), dilation)
+    k, p = geo.k, geo.p
+    nb = _chunk(n, k * p)
+    flipped = weight[:, :, ::-1, ::-1]
+    if rows_major:  # row (i, j, o), column c
+        wr = np.ascontiguousarray(flipped.transpose(2, 3, 0, 1)).reshape(k, c)
+    else:  # row c, column (o, i, j)
+        w2 = np.ascontiguousarray(flipped.transpose(1, 0, 2, 3)).reshape(c, k)
+
+    def part(lo: int, hi: int) -> None:
+        if rows_major:
+            mat = np.empty((nb * p, k), g.dtype)
+            buf = cconv.scratch(geo, g.dtype)
+        else:
+            mat = np.empty((k, nb * p), g.dtype)
+        for b0 in range(lo, hi, nb):
+            b1 = min(hi, b0 + nb)
+            m = b1 - b0
+            if rows_major:
+                rb = mat[:m * p]
+                cconv.im2row(rb, buf, g, b0, b1, geo)
+                cconv.rows_to_nchw(dx, rb @ wr, None, b0, b1)
+                continue
+            cb = mat[:, :m * p]
+            cconv.im2col(cb, g, b0, b1, geo)
+            if m == 1:
+                np.matmul(w2, cb, out=dx[b0].reshape(c, p))
+            else:
+                cconv.cols_to_nchw(dx, w2 @ cb, None, b0, b1)
+
+    _over_images(part, n, nb, c * k * p * n)
+
+
+def _c_input_grad_col2im(dx: np.ndarray, g: np.ndarray, weight: np.ndarray,
+                         stride: tuple[int, int], padding: tuple[int, int, int, int],
+                         dilation: tuple[int, int]) -> None:
+    """dx = col2im of ``W^T @ g``, a chunk at a time: g's images side by side
+    (one loop; an image's own (OC, OH*OW) as it is), the product, and cconv's
+    col2im adding each column into the planes (no padded buffer: the adds
+    skip what falls in the padding)."""
+    g = _contig(g)
+    n, c, h, w = dx.shape
+    oc, _, kh, kw = weight.shape
+    oh, ow = g.shape[2:]
+    geo = cconv.Geometry(c, h, w, kh, kw, oh, ow, stride, (padding[0], padding[2]), dilation)
+    k, p = geo.k, geo.p
+    w2t = np.ascontiguousarray(weight.reshape(oc, k).T)  # (K, OC)
+    nb = _chunk(n, k * p)
+
+    def part(lo: int, hi: int) -> None:
+        gbuf = np.empty((oc, nb * p), g.dtype)
+        for b0 in range(lo, hi, nb):
+            b1 = min(hi, b0 + nb)
+            m = b1 - b0
+            if m == 1:
+                gb = g[b0].reshape(oc, p)
+            else:
+                gb = gbuf[:, :m * p]
+                cconv.nchw_to_cols(gb, g, b0, b1)
+            cconv.col2im(dx, w2t @ gb, b0, b1, geo)
+
+    _over_images(part, n, nb, oc * k * p * n)
+
+
 def conv2d(out: np.ndarray, cols: np.ndarray, x: np.ndarray, weight: np.ndarray,
            bias: np.ndarray | None, stride: tuple[int, int], padding: tuple[int, int, int, int],
            dilation: tuple[int, int]) -> None:
@@ -183,8 +325,12 @@ def conv2d(out: np.ndarray, cols: np.ndarray, x: np.ndarray, weight: np.ndarray,
     cols (C*kh*kw, N*OH*OW) receives the im2col matrix (the weight gradient's input).
     Stride 1 with 32 output and 16 input channels or more: the product
     positions-major (``_conv2d_rows``), else ``W @ cols`` (``_conv2d_cols``)."""
-    if tuple(stride) == (1, 1) and weight.shape[0] >= _ROWS_MIN_OC and \
-            weight.shape[1] >= _ROWS_MIN_C:
+    rows_major = tuple(stride) == (1, 1) and weight.shape[0] >= _ROWS_MIN_OC and \
+        weight.shape[1] >= _ROWS_MIN_C
+    if _c_ready(x, weight, bias, out, cols) and _c_writable(out) and \
+            cols.strides[1] == cols.itemsize and cols.flags.writeable:
+        _c_conv2d(out, cols, x, weight, bias, stride, padding, dilation, rows_major)
+    elif rows_major:
         _conv2d_rows(out, cols, x, weight, bias, stride, padding, dilation)
     else:
         _conv2d_cols(out, cols, x, weight, bias, stride, padding, dilation)
@@ -464,7 +610,12 @@ def conv2d_input_grad(dx: np.ndarray, g: np.ndarray, weight: np.ndarray,
     weight (where g has at most twice the input's channels: its im2col matrix is
     then at most twice col2im's), else col2im."""
     c, oc = dx.shape[1], weight.shape[0]
-    if tuple(stride) == (1, 1) and oc <= 2 * c:
+    if _c_ready(dx, g, weight) and _c_writable(dx):
+        if tuple(stride) == (1, 1) and oc <= 2 * c:
+            _c_input_grad_correlate(dx, g, weight, padding, dilation, oc >= _CL_MIN_C)
+        else:
+            _c_input_grad_col2im(dx, g, weight, stride, padding, dilation)
+    elif tuple(stride) == (1, 1) and oc <= 2 * c:
         if oc >= _CL_MIN_C:
             _input_grad_correlate_rows(dx, g, weight, padding, dilation)
         else:
@@ -480,7 +631,11 @@ def conv2d_weight_grad(dweight: np.ndarray, g: np.ndarray, cols: np.ndarray) -> 
     n, oc, oh, ow = g.shape
     k = cols.shape[0]
     wt = _work(cols.dtype)
-    rows = np.ascontiguousarray(g.transpose(1, 0, 2, 3), wt).reshape(oc, n * oh * ow)
+    if _c_ready(g, cols):
+        rows = np.empty((oc, n * oh * ow), wt)
+        cconv.nchw_to_cols(rows, np.ascontiguousarray(g), 0, n)
+    else:
+        rows = np.ascontiguousarray(g.transpose(1, 0, 2, 3), wt).reshape(oc, n * oh * ow)
     if cols.dtype != wt:
         cols = cols.astype(wt)
     # BLAS is faster with the long matrix on the left: cols @ rows^T, (K, OC), then

@@ -95,6 +95,15 @@ def rms_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = None,
     return y if weight is None else y * weight
 
 
+def _flat(t: Tensor | None, n: int) -> Tensor | None:
+    """``t`` as (n,) (None stays None)."""
+    return t if t is None or t._shape == (n,) else t.reshape(n)
+
+
+def _shaped(t: Tensor, shape: tuple[int, ...]) -> Tensor:
+    return t if t._shape == shape else t.reshape(shape)
+
+
 class _LayerNorm(Function):
     """layer_norm over the last ``k`` dims as one node: the forward is the backend's
     ``layer_norm`` kernel where it has one (else mean, variance, scale), the
@@ -109,9 +118,10 @@ class _LayerNorm(Function):
                 eps: float) -> Tensor:
         shape = input._shape
         n = math.prod(shape[len(shape) - k:])
-        x2 = input.reshape(-1, n)
-        w = None if weight is None else weight.reshape(n)
-        b = None if bias is None else bias.reshape(n)
+        # (a small layer_norm is mostly this front-end: no reshape where it is one already)
+        x2 = input if len(shape) == 2 and k == 1 else input.reshape(-1, n)
+        w = _flat(weight, n)
+        b = _flat(bias, n)
         dev, dt = input._device, input._dtype
         kern = own_kernel(dev, "layer_norm", dt)
         if kern is not None and n:
@@ -125,7 +135,7 @@ class _LayerNorm(Function):
             rstd = E.rsqrt(var + eps)
             out = _affine(xc * rstd, w, b)
         ctx.save_for_backward(input, weight, mean, rstd)
-        return out.reshape(shape)
+        return out if out._shape == shape else out.reshape(shape)
 
     @staticmethod
     def backward(ctx: Any, g: Tensor) -> Any:
@@ -133,8 +143,9 @@ class _LayerNorm(Function):
         k, eps = ctx.args[3], ctx.args[4]
         shape = input._shape
         n = math.prod(shape[len(shape) - k:])
-        x2 = input.reshape(-1, n)
-        g2 = g.reshape(-1, n)
+        flat = len(shape) == 2 and k == 1
+        x2 = input if flat else input.reshape(-1, n)
+        g2 = g if flat and g._shape == shape else g.reshape(-1, n)
         needs = ctx.needs_input_grad
         want_w = weight is not None and needs[1]
         want_b = ctx._in[2] is not None and needs[2]
@@ -145,12 +156,14 @@ class _LayerNorm(Function):
                 x2 = x2.contiguous()
                 m = x2._shape[0]
                 out = empty((m + 2 if want_w or want_b else m, n), input._dtype, input._device)
+                w = _flat(weight, n)
                 kern(out._h, view_of(g2), view_of(x2), view_of(mean), view_of(rstd),
-                     None if weight is None else view_of(weight.reshape(n)))
+                     None if w is None else view_of(w))
                 # (the parameters' rows copied out: a view would keep all of out alive)
-                dw = out[m].clone().reshape(ctx._in[1][0]) if want_w else None
-                db = out[m + 1].clone().reshape(ctx._in[2][0]) if want_b else None
-                return out[:m].reshape(shape), dw, db, None, None
+                dw = _shaped(out[m].clone(), ctx._in[1][0]) if want_w else None
+                db = _shaped(out[m + 1].clone(), ctx._in[2][0]) if want_b else None
+                dx = out if m == out._shape[0] else out[:m]
+                return _shaped(dx, shape), dw, db, None, None
         if _state.enabled:  # create_graph: the statistics as recorded ops of the input
             mean, xc, var = _moments(x2, 1)
             rstd = E.rsqrt(var + eps)

@@ -1,0 +1,386 @@
+"""The copies around conv2d's matrix products, as fixed C loops.
+
+``conv_kernels`` runs a convolution as im2col and a BLAS product (or the
+product and col2im), a chunk of images at a time. In NumPy each copy is an
+``as_strided`` view copied out: its inner runs are one output row (32
+elements, or 8 at stride 2, strided), so NumPy's per-run cost was most of it;
+the zero padding was a further copy, and the output's transposition another
+pass. Here each is one C loop over a chunk's images, compiled once per process
+by ``cfused``'s compiler with its flags (every float operation as written: the
+loops only copy, except col2im's adds and the bias add, which are NumPy's
+operations in NumPy's order, so the values are the NumPy forms' bits). ctypes
+lets go of the GIL, so ``conv_kernels``' split of a batch over the backend's
+threads runs these copies on both cores too.
+
+- ``im2col``: the (C*kh*kw, images*OH*OW) columns (row (c, i, j), column
+  (image, oh, ow)) of a chunk of images, zero where the window reads padding;
+  into a buffer or straight into the forward's ``cols`` (a row stride ``ld``).
+- ``im2row``: the positions-major matrix, one row of (kh, kw, C) a position:
+  each image is first made channels-last and padded in a small scratch
+  buffer, then each row is kh runs of kw*C elements.
+- ``col2im``: the input gradient's columns (the channel-major layout above)
+  added into the images' planes, kernel offsets in row-major order (each
+  plane zeroed first): the NumPy form's adds in its order.
+- ``rows_to_nchw`` / ``cols_to_nchw``: a product's (positions, OC) or (OC,
+  positions) result into (N, OC, OH, OW), with the bias added (``y + b``, one
+  add, as NumPy's); ``nchw_to_cols`` the other way ((N, OC, P) to (OC, N*P)).
+
+Only ints and pointers cross into C, the source is fixed text, and every
+wrapper checks the arrays' dtypes, layouts and sizes before a pointer is
+passed; where there is no compiler (or ``RTX_CPU_CC=0``), a compile failed or
+an operand does not fit, ``available`` is False and the NumPy forms run.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import Any
+
+import numpy as np
+
+from . import cfused
+
+_TYPES = {np.dtype(np.float32): ("f32", "float"), np.dtype(np.float64): ("f64", "double")}
+
+_TEMPLATE = r"""
+/* the ow range [*a, *b) whose input column ow * sw + off lies in [0, W) */
+static void span_{S}(int64_t off, int64_t sw, int64_t W, int64_t OW, int64_t *a, int64_t *b) {
+    int64_t lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
+    int64_t hi = W - off <= 0 ? 0 : (W - off + sw - 1) / sw;
+    if (lo > OW) lo = OW;
+    if (hi > OW) hi = OW;
+    if (hi < lo) hi = lo;
+    *a = lo;
+    *b = hi;
+}
+
+/* cols row (c, i, j) (row stride ld), column (n - n0) * OH * OW + oh * OW + ow =
+   x[n, c, oh * sh + i * dh - pt, ow * sw + j * dw - pl], 0 outside x */
+void im2col_{S}({T} *cols, int64_t ld, const {T} *x, int64_t n0, int64_t n1, int64_t C,
+                int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t OH, int64_t OW,
+                int64_t sh, int64_t sw, int64_t pt, int64_t pl, int64_t dh, int64_t dw) {
+    int64_t P = OH * OW;
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t i = 0; i < kh; i++)
+            for (int64_t j = 0; j < kw; j++) {
+                {T} *row = cols + ((c * kh + i) * kw + j) * ld;
+                int64_t off = j * dw - pl, a, b;
+                span_{S}(off, sw, W, OW, &a, &b);
+                for (int64_t n = n0; n < n1; n++) {
+                    const {T} *xp = x + (n * C + c) * H * W;
+                    {T} *dst = row + (n - n0) * P;
+                    for (int64_t oh = 0; oh < OH; oh++) {
+                        int64_t ih = oh * sh + i * dh - pt;
+                        {T} *d = dst + oh * OW;
+                        if (ih < 0 || ih >= H) {
+                            memset(d, 0, (size_t)OW * sizeof({T}));
+                            continue;
+                        }
+                        const {T} *s = xp + ih * W + off;
+                        int64_t ow;
+                        for (ow = 0; ow < a; ow++) d[ow] = 0;
+                        if (sw == 1) {
+                            if (b > a) memcpy(d + a, s + a, (size_t)(b - a) * sizeof({T}));
+                        } else {
+                            for (ow = a; ow < b; ow++) d[ow] = s[ow * sw];
+                        }
+                        for (ow = b; ow < OW; ow++) d[ow] = 0;
+                    }
+                }
+            }
+}
+
+/* rows row (n - n0) * OH * OW + oh * OW + ow, column (i * kw + j) * C + c = the same
+   window element; scratch holds one image channels-last, (Hs, Ws, C), Hs = (OH - 1)
+   * sh + (kh - 1) * dh + 1 (Ws likewise): scratch[r, s, c] = x[n, c, r - pt, s - pl] */
+void im2row_{S}({T} *rows, {T} *scratch, const {T} *x, int64_t n0, int64_t n1, int64_t C,
+                int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t OH, int64_t OW,
+                int64_t sh, int64_t sw, int64_t pt, int64_t pl, int64_t dh, int64_t dw) {
+    int64_t P = OH * OW, K = kh * kw * C;
+    int64_t Hs = (OH - 1) * sh + (kh - 1) * dh + 1, Ws = (OW - 1) * sw + (kw - 1) * dw + 1;
+    int64_t s0 = pl < 0 ? 0 : (pl < Ws ? pl : Ws);
+    int64_t s1 = pl + W < Ws ? pl + W : Ws;
+    if (s1 < s0) s1 = s0;
+    for (int64_t n = n0; n < n1; n++) {
+        const {T} *xn = x + n * C * H * W;
+        for (int64_t r = 0; r < Hs; r++) {
+            int64_t ih = r - pt;
+            {T} *sr = scratch + r * Ws * C;
+            if (ih < 0 || ih >= H) {
+                memset(sr, 0, (size_t)(Ws * C) * sizeof({T}));
+                continue;
+            }
+            if (s0 > 0) memset(sr, 0, (size_t)(s0 * C) * sizeof({T}));
+            if (s1 < Ws) memset(sr + s1 * C, 0, (size_t)((Ws - s1) * C) * sizeof({T}));
+            for (int64_t c = 0; c < C; c++) {
+                const {T} *xr = xn + c * H * W + ih * W - pl;
+                for (int64_t s = s0; s < s1; s++) sr[s * C + c] = xr[s];
+            }
+        }
+        {T} *rn = rows + (n - n0) * P * K;
+        for (int64_t oh = 0; oh < OH; oh++)
+            for (int64_t ow = 0; ow < OW; ow++) {
+                {T} *d = rn + (oh * OW + ow) * K;
+                for (int64_t i = 0; i < kh; i++) {
+                    const {T} *s = scratch + ((oh * sh + i * dh) * Ws + ow * sw) * C;
+                    if (dw == 1)
+                        memcpy(d + i * kw * C, s, (size_t)(kw * C) * sizeof({T}));
+                    else
+                        for (int64_t j = 0; j < kw; j++)
+                            memcpy(d + (i * kw + j) * C, s + j * dw * C,
+                                   (size_t)C * sizeof({T}));
+                }
+            }
+    }
+}
+
+/* dx[n] (images n0..n1, zeroed first) += d's columns (im2col's layout, row stride ld,
+   image n at column (n - n0) * OH * OW), kernel offsets (i, j) in row-major order */
+void col2im_{S}({T} *dx, const {T} *d, int64_t ld, int64_t n0, int64_t n1, int64_t C,
+                int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t OH, int64_t OW,
+                int64_t sh, int64_t sw, int64_t pt, int64_t pl, int64_t dh, int64_t dw) {
+    int64_t P = OH * OW;
+    for (int64_t n = n0; n < n1; n++)
+        for (int64_t c = 0; c < C; c++) {
+            {T} *plane = dx + (n * C + c) * H * W;
+            memset(plane, 0, (size_t)(H * W) * sizeof({T}));
+            for (int64_t i = 0; i < kh; i++)
+                for (int64_t j = 0; j < kw; j++) {
+                    const {T} *src = d + ((c * kh + i) * kw + j) * ld + (n - n0) * P;
+                    int64_t off = j * dw - pl, a, b;
+                    span_{S}(off, sw, W, OW, &a, &b);
+                    for (int64_t oh = 0; oh < OH; oh++) {
+                        int64_t ih = oh * sh + i * dh - pt;
+                        if (ih < 0 || ih >= H) continue;
+                        {T} *o = plane + ih * W + off;
+                        const {T} *s = src + oh * OW;
+                        if (sw == 1)
+                            for (int64_t ow = a; ow < b; ow++) o[ow] = o[ow] + s[ow];
+                        else
+                            for (int64_t ow = a; ow < b; ow++) o[ow * sw] = o[ow * sw] + s[ow];
+                    }
+                }
+        }
+}
+
+/* out[n, o, q] = y[(n - n0) * P + q, o] (+ b[o]), y rows of OC */
+void rows_to_nchw_{S}({T} *out, const {T} *y, const {T} *b, int64_t n0, int64_t n1,
+                      int64_t OC, int64_t P) {
+    for (int64_t n = n0; n < n1; n++) {
+        const {T} *yn = y + (n - n0) * P * OC;
+        {T} *on = out + n * OC * P;
+        for (int64_t q0 = 0; q0 < P; q0 += 16) {
+            int64_t q1 = q0 + 16 < P ? q0 + 16 : P;
+            for (int64_t o = 0; o < OC; o++) {
+                {T} *d = on + o * P;
+                if (b) {
+                    {T} bo = b[o];
+                    for (int64_t q = q0; q < q1; q++) d[q] = yn[q * OC + o] + bo;
+                } else {
+                    for (int64_t q = q0; q < q1; q++) d[q] = yn[q * OC + o];
+                }
+            }
+        }
+    }
+}
+
+/* out[n, o, q] = y[o * ld + (n - n0) * P + q] (+ b[o]) */
+void cols_to_nchw_{S}({T} *out, const {T} *y, int64_t ld, const {T} *b, int64_t n0,
+                      int64_t n1, int64_t OC, int64_t P) {
+    for (int64_t n = n0; n < n1; n++)
+        for (int64_t o = 0; o < OC; o++) {
+            const {T} *s = y + o * ld + (n - n0) * P;
+            {T} *d = out + (n * OC + o) * P;
+            if (b) {
+                {T} bo = b[o];
+                for (int64_t q = 0; q < P; q++) d[q] = s[q] + bo;
+            } else {
+                memcpy(d, s, (size_t)P * sizeof({T}));
+            }
+        }
+}
+
+/* dst[o * ld + (n - n0) * P + q] = src[n, o, q] */
+void nchw_to_cols_{S}({T} *dst, int64_t ld, const {T} *src, int64_t n0, int64_t n1,
+                      int64_t OC, int64_t P) {
+    for (int64_t n = n0; n < n1; n++)
+        for (int64_t o = 0; o < OC; o++)
+            memcpy(dst + o * ld + (n - n0) * P, src + (n * OC + o) * P,
+                   (size_t)P * sizeof({T}));
+}
+"""
+
+SOURCE = "#include <stdint.h>\n#include <string.h>\n" + "".join(
+    _TEMPLATE.replace("{S}", s).replace("{T}", t) for s, t in _TYPES.values())
+
+_P, _I = ctypes.c_void_p, ctypes.c_int64
+_GEOM = [_I] * 13  # n0, n1, C, H, W, kh, kw, OH, OW, sh, sw, pt, pl; then dh, dw
+_SIGNATURES = {
+    "im2col": ([_P, _I, _P] + _GEOM + [_I, _I], None),
+    "im2row": ([_P, _P, _P] + _GEOM + [_I, _I], None),
+    "col2im": ([_P, _P, _I] + _GEOM + [_I, _I], None),
+    "rows_to_nchw": ([_P, _P, _P] + [_I] * 4, None),
+    "cols_to_nchw": ([_P, _P, _I, _P] + [_I] * 4, None),
+    "nchw_to_cols": ([_P, _I, _P] + [_I] * 4, None),
+}
+_funcs: dict[tuple[str, np.dtype], Any] | None = None
+_lock = threading.Lock()
+
+
+def _load() -> dict[tuple[str, np.dtype], Any]:
+    global _funcs
+    if _funcs is None:
+        with _lock:
+            if _funcs is None:
+                funcs: dict[tuple[str, np.dtype], Any] = {}
+                lib = None if cfused._compiler() is None else \
+                    cfused.library(SOURCE, "the conv2d copies")
+                if lib is not None:
+                    for dt, (suffix, _) in _TYPES.items():
+                        for fname, (args, res) in _SIGNATURES.items():
+                            fn = getattr(lib, f"{fname}_{suffix}")
+                            fn.argtypes, fn.restype = args, res
+                            funcs[fname, dt] = fn
+                _funcs = funcs
+    return _funcs
+
+
+def available(dtype: np.dtype) -> bool:
+    """Whether the loops are compiled for ``dtype`` (float32 / float64)."""
+    return np.dtype(dtype) in _TYPES and bool(_load())
+
+
+def reset() -> None:
+    """Forget the loaded functions (the next call looks for a compiler again)."""
+    global _funcs
+    with _lock:
+        _funcs = None
+
+
+class Geometry:
+    """A convolution's shape: images of (C, H, W), a (kh, kw) kernel, stride,
+    padding (top, left; the bottom and right follow from OH, OW, and may crop),
+    dilation, and the (OH, OW) output."""
+
+    def __init__(self, c: int, h: int, w: int, kh: int, kw: int, oh: int, ow: int,
+                 stride: tuple[int, int], pads: tuple[int, int], dilation: tuple[int, int]):
+        self.c, self.h, self.w, self.kh, self.kw, self.oh, self.ow = c, h, w, kh, kw, oh, ow
+        (self.sh, self.sw), (self.pt, self.pl), (self.dh, self.dw) = stride, pads, dilation
+        if min(c, h, w, kh, kw, oh, ow, self.sh, self.sw, self.dh, self.dw) < 1:
+            raise ValueError(f"conv geometry out of range: {vars(self)}")
+        self.p = oh * ow
+        self.k = c * kh * kw
+
+    def args(self, n0: int, n1: int) -> tuple[int, ...]:
+        return (n0, n1, self.c, self.h, self.w, self.kh, self.kw, self.oh, self.ow, self.sh,
+                self.sw, self.pt, self.pl, self.dh, self.dw)
+
+
+def _check_images(a: np.ndarray, dt: np.dtype, per_image: tuple[int, ...], n1: int,
+                  what: str, write: bool = False) -> None:
+    if a.dtype != dt or not a.flags.c_contiguous or a.ndim != 1 + len(per_image) or \
+            tuple(a.shape[1:]) != per_image or a.shape[0] < n1 or (write and not a.flags.writeable):
+        raise ValueError(f"cconv: {what} {a.dtype} {a.shape} does not fit "
+                         f"(want {dt} (>={n1}, {per_image}), C-contiguous)")
+
+
+def _check_matrix(a: np.ndarray, dt: np.dtype, rows: int, cols: int, what: str,
+                  write: bool = False) -> int:
+    """a's row stride in elements, after checking that a is a (rows, cols) matrix
+    of dt with unit column stride (a column range of a larger matrix allowed)."""
+    if a.dtype != dt or a.ndim != 2 or a.shape != (rows, cols) or \
+            a.strides[1] != a.itemsize or a.strides[0] % a.itemsize or \
+            (rows > 1 and a.strides[0] < cols * a.itemsize) or (write and not a.flags.writeable):
+        raise ValueError(f"cconv: {what} {a.dtype} {a.shape} {a.strides} does not fit "
+                         f"(want {dt} ({rows}, {cols}) rows of unit stride)")
+    return a.strides[0] // a.itemsize if rows > 1 else cols
+
+
+def _fn(name: str, dt: np.dtype) -> Any:
+    fn = _load().get((name, dt))
+    if fn is None:
+        raise RuntimeError(f"cconv: {name} is not compiled for {dt}")
+    return fn
+
+
+def im2col(cols: np.ndarray, x: np.ndarray, n0: int, n1: int, g: Geometry) -> None:
+    """cols ((C*kh*kw, (n1-n0)*OH*OW), unit column stride) = im2col of x[n0:n1]."""
+    dt = x.dtype
+    _check_images(x, dt, (g.c, g.h, g.w), n1, "x")
+    ld = _check_matrix(cols, dt, g.k, (n1 - n0) * g.p, "cols", True)
+    _fn("im2col", dt)(cols.ctypes.data, ld, x.ctypes.data, *g.args(n0, n1))
+
+
+def scratch(g: Geometry, dt: np.dtype) -> np.ndarray:
+    """im2row's scratch buffer for one image."""
+    hs = (g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1
+    ws = (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1
+    return np.empty(hs * ws * g.c, dt)
+
+
+def im2row(rows: np.ndarray, buf: np.ndarray, x: np.ndarray, n0: int, n1: int,
+           g: Geometry) -> None:
+    """rows ((n1-n0)*OH*OW, kh*kw*C), C-contiguous) = the positions-major windows
+    of x[n0:n1], column (i, j, c); buf from ``scratch``."""
+    dt = x.dtype
+    _check_images(x, dt, (g.c, g.h, g.w), n1, "x")
+    if not rows.flags.c_contiguous:
+        raise ValueError("cconv: rows must be C-contiguous")
+    _check_matrix(rows, dt, (n1 - n0) * g.p, g.k, "rows", True)
+    if buf.dtype != dt or buf.ndim != 1 or not buf.flags.c_contiguous or \
+            buf.size < scratch(g, dt).size:
+        raise ValueError("cconv: im2row's scratch buffer does not fit")
+    _fn("im2row", dt)(rows.ctypes.data, buf.ctypes.data, x.ctypes.data, *g.args(n0, n1))
+
+
+def col2im(dx: np.ndarray, d: np.ndarray, n0: int, n1: int, g: Geometry) -> None:
+    """dx[n0:n1] = col2im of d ((C*kh*kw, (n1-n0)*OH*OW), unit column stride)."""
+    dt = d.dtype
+    _check_images(dx, dt, (g.c, g.h, g.w), n1, "dx", True)
+    ld = _check_matrix(d, dt, g.k, (n1 - n0) * g.p, "d")
+    _fn("col2im", dt)(dx.ctypes.data, d.ctypes.data, ld, *g.args(n0, n1))
+
+
+def _bias(b: np.ndarray | None, dt: np.dtype, oc: int) -> int | None:
+    if b is None:
+        return None
+    if b.dtype != dt or b.shape != (oc,) or not b.flags.c_contiguous:
+        raise ValueError(f"cconv: bias {b.dtype} {b.shape} does not fit")
+    return b.ctypes.data
+
+
+def rows_to_nchw(out: np.ndarray, y: np.ndarray, b: np.ndarray | None, n0: int,
+                 n1: int) -> None:
+    """out[n0:n1] (N, OC, OH, OW) = y ((n1-n0)*OH*OW, OC), C-contiguous, transposed,
+    plus b."""
+    dt = y.dtype
+    _, oc, oh, ow = out.shape
+    _check_images(out, dt, (oc, oh, ow), n1, "out", True)
+    if not y.flags.c_contiguous:
+        raise ValueError("cconv: y must be C-contiguous")
+    _check_matrix(y, dt, (n1 - n0) * oh * ow, oc, "y")
+    _fn("rows_to_nchw", dt)(out.ctypes.data, y.ctypes.data, _bias(b, dt, oc), n0, n1, oc,
+                            oh * ow)
+
+
+def cols_to_nchw(out: np.ndarray, y: np.ndarray, b: np.ndarray | None, n0: int,
+                 n1: int) -> None:
+    """out[n0:n1] (N, OC, OH, OW) = y (OC, (n1-n0)*OH*OW) plus b."""
+    dt = y.dtype
+    _, oc, oh, ow = out.shape
+    _check_images(out, dt, (oc, oh, ow), n1, "out", True)
+    ld = _check_matrix(y, dt, oc, (n1 - n0) * oh * ow, "y")
+    _fn("cols_to_nchw", dt)(out.ctypes.data, y.ctypes.data, ld, _bias(b, dt, oc), n0, n1, oc,
+                            oh * ow)
+
+
+def nchw_to_cols(dst: np.ndarray, src: np.ndarray, n0: int, n1: int) -> None:
+    """dst (OC, (n1-n0)*P) = src[n0:n1] (N, OC, ...) with its images side by side."""
+    dt = src.dtype
+    oc = src.shape[1]
+    per = tuple(src.shape[1:])
+    _check_images(src, dt, per, n1, "src")
+    p = int(np.prod(per[1:], dtype=np.int64)) if len(per) > 1 else 1
+    ld = _check_matrix(dst, dt, oc, (n1 - n0) * p, "dst", True)
+    _fn("nchw_to_cols", dt)(dst.ctypes.data, ld, src.ctypes.data, n0, n1, oc, p)
