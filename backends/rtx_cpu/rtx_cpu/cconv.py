@@ -211,8 +211,92 @@ void nchw_to_cols_{S}({T} *dst, int64_t ld, const {T} *src, int64_t n0, int64_t 
 }
 """
 
-SOURCE = "#include <stdint.h>\n#include <string.h>\n" + "".join(
-    _TEMPLATE.replace("{S}", s).replace("{T}", t) for s, t in _TYPES.values())
+_DIRECT = r"""
+/* float32 direct convolution, stride 1 (AVX-512; returns 0, writing nothing,
+   where the machine lacks it): out[n, o, oh, ow] = (b[o] +) the sum over (c, i, j),
+   in that order, of w[o, c, i, j] * x[n, c, oh + i * dh - pt, ow + j * dw - pl]
+   (0 outside x), each term one fused multiply-add. wpk: the weight packed in blocks
+   of B output channels, (blocks, C * kh * kw, B), zero past OC. Per image, x is
+   first copied into xp, zero-padded (C, Hp, Wp); then an output row's 32
+   positions (two vectors) by B channels are B * 2 accumulators over the
+   C * kh * kw steps, each step two loads of xp and B broadcasts of wpk. */
+int dconv_f32_b{B}(float *out, const float *x, const float *wpk, const float *bias,
+                   float *xp, int64_t n0, int64_t n1, int64_t C, int64_t H, int64_t W,
+                   int64_t OC, int64_t kh, int64_t kw, int64_t OH, int64_t OW, int64_t pt,
+                   int64_t pl, int64_t dh, int64_t dw) {
+#ifndef __AVX512F__
+    return 0;
+#else
+    int64_t Hp = OH + (kh - 1) * dh, OWr = (OW + 31) / 32 * 32, Wp = OWr + (kw - 1) * dw;
+    int64_t K = C * kh * kw, nblk = (OC + {B} - 1) / {B};
+    int64_t s0 = pl < 0 ? 0 : (pl < Wp ? pl : Wp), s1 = pl + W < Wp ? pl + W : Wp;
+    if (s1 < s0) s1 = s0;
+    for (int64_t n = n0; n < n1; n++) {
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t r = 0; r < Hp; r++) {
+                int64_t ih = r - pt;
+                float *row = xp + (c * Hp + r) * Wp;
+                if (ih < 0 || ih >= H) {
+                    memset(row, 0, (size_t)Wp * sizeof(float));
+                    continue;
+                }
+                if (s0 > 0) memset(row, 0, (size_t)s0 * sizeof(float));
+                if (s1 > s0)
+                    memcpy(row + s0, x + ((n * C + c) * H + ih) * W + s0 - pl,
+                           (size_t)(s1 - s0) * sizeof(float));
+                if (s1 < Wp) memset(row + s1, 0, (size_t)(Wp - s1) * sizeof(float));
+            }
+        for (int64_t blk = 0; blk < nblk; blk++) {
+            const float *wb = wpk + blk * K * {B};
+            int64_t o0 = blk * {B}, ob = OC - o0 < {B} ? OC - o0 : {B};
+            for (int64_t oh = 0; oh < OH; oh++)
+                for (int64_t ow0 = 0; ow0 < OW; ow0 += 32) {
+                    __m512 a0[{B}], a1[{B}];
+#pragma GCC unroll 16
+                    for (int o = 0; o < {B}; o++) {
+                        a0[o] = _mm512_set1_ps(bias && o < ob ? bias[o0 + o] : 0.0f);
+                        a1[o] = a0[o];
+                    }
+                    const float *wr = wb;
+                    for (int64_t c = 0; c < C; c++)
+                        for (int64_t i = 0; i < kh; i++) {
+                            const float *xr = xp + (c * Hp + oh + i * dh) * Wp + ow0;
+                            for (int64_t j = 0; j < kw; j++) {
+                                __m512 v0 = _mm512_loadu_ps(xr + j * dw);
+                                __m512 v1 = _mm512_loadu_ps(xr + j * dw + 16);
+#pragma GCC unroll 16
+                                for (int o = 0; o < {B}; o++) {
+                                    __m512 wv = _mm512_set1_ps(wr[o]);
+                                    a0[o] = _mm512_fmadd_ps(v0, wv, a0[o]);
+                                    a1[o] = _mm512_fmadd_ps(v1, wv, a1[o]);
+                                }
+                                wr += {B};
+                            }
+                        }
+                    int64_t left = OW - ow0;
+                    __mmask16 m0 = left >= 16 ? 0xFFFF : (__mmask16)((1u << left) - 1);
+                    __mmask16 m1 = left >= 32 ? 0xFFFF :
+                        (left <= 16 ? 0 : (__mmask16)((1u << (left - 16)) - 1));
+                    for (int o = 0; o < ob; o++) {
+                        float *dst = out + ((n * OC + o0 + o) * OH + oh) * OW + ow0;
+                        _mm512_mask_storeu_ps(dst, m0, a0[o]);
+                        _mm512_mask_storeu_ps(dst + 16, m1, a1[o]);
+                    }
+                }
+        }
+    }
+    return 1;
+#endif
+}
+"""
+
+# the direct convolution's blocks of output channels (compiled variants)
+BLOCKS = (4, 8, 12)
+
+SOURCE = "#include <stdint.h>\n#include <string.h>\n" \
+    "#ifdef __AVX512F__\n#include <immintrin.h>\n#endif\n" + "".join(
+        _TEMPLATE.replace("{S}", s).replace("{T}", t) for s, t in _TYPES.values()) + \
+    "".join(_DIRECT.replace("{B}", str(b)) for b in BLOCKS)
 
 _P, _I = ctypes.c_void_p, ctypes.c_int64
 _GEOM = [_I] * 13  # n0, n1, C, H, W, kh, kw, OH, OW, sh, sw, pt, pl; then dh, dw
@@ -242,6 +326,20 @@ def _load() -> dict[tuple[str, np.dtype], Any]:
                             fn = getattr(lib, f"{fname}_{suffix}")
                             fn.argtypes, fn.restype = args, res
                             funcs[fname, dt] = fn
+                    for b in BLOCKS:
+                        fn = getattr(lib, f"dconv_f32_b{b}")
+                        fn.argtypes, fn.restype = [_P] * 5 + [_I] * 14, ctypes.c_int
+                        funcs[f"dconv{b}", np.dtype(np.float32)] = fn
+                    # (a probe: 0 where the machine has no AVX-512, and then the
+                    # direct convolution is never offered)
+                    probe = np.zeros(1, np.float32)
+                    one = np.ones(4, np.float32)
+                    buf = np.empty(64, np.float32)
+                    p = probe.ctypes.data
+                    if funcs["dconv4", np.dtype(np.float32)](
+                            p, p, one.ctypes.data, None, buf.ctypes.data, 0, 1, 1, 1, 1, 1, 1,
+                            1, 1, 1, 0, 0, 1, 1) == 1:
+                        funcs["direct", np.dtype(np.float32)] = True
                 _funcs = funcs
     return _funcs
 
@@ -384,3 +482,55 @@ def nchw_to_cols(dst: np.ndarray, src: np.ndarray, n0: int, n1: int) -> None:
     p = int(np.prod(per[1:], dtype=np.int64)) if len(per) > 1 else 1
     ld = _check_matrix(dst, dt, oc, (n1 - n0) * p, "dst", True)
     _fn("nchw_to_cols", dt)(dst.ctypes.data, ld, src.ctypes.data, n0, n1, oc, p)
+
+
+def direct_available(dtype: np.dtype) -> bool:
+    """Whether the direct convolution runs here (float32, AVX-512)."""
+    return bool(_load().get(("direct", np.dtype(dtype))))
+
+
+def block(oc: int) -> int:
+    """The direct convolution's block of output channels for oc of them: the one
+    that wastes the fewest accumulators, the larger on a tie."""
+    return min(BLOCKS, key=lambda b: (-(-oc // b) * b - oc, -b))
+
+
+def pack(weight: np.ndarray, b: int) -> np.ndarray:
+    """The (OC, C, kh, kw) float32 weight as the direct convolution reads it:
+    (blocks, C*kh*kw, b), zero past OC."""
+    oc = weight.shape[0]
+    k = weight[0].size
+    nblk = -(-oc // b)
+    wp = np.zeros((nblk * b, k), np.float32)
+    wp[:oc] = weight.reshape(oc, k)
+    return np.ascontiguousarray(wp.reshape(nblk, b, k).transpose(0, 2, 1))
+
+
+def direct_scratch(g: Geometry) -> np.ndarray:
+    """The direct convolution's padded image, (C, Hp, Wp)."""
+    hp = g.oh + (g.kh - 1) * g.dh
+    wp = -(-g.ow // 32) * 32 + (g.kw - 1) * g.dw
+    return np.empty(g.c * hp * wp, np.float32)
+
+
+def direct_conv(out: np.ndarray, x: np.ndarray, wpk: np.ndarray, b: int,
+                bias: np.ndarray | None, buf: np.ndarray, n0: int, n1: int,
+                g: Geometry) -> None:
+    """out[n0:n1] = the stride-1 convolution of x[n0:n1] with the packed weight
+    (``pack(weight, b)``) plus bias, in float32."""
+    dt = np.dtype(np.float32)
+    if g.sh != 1 or g.sw != 1 or b not in BLOCKS or not direct_available(dt):
+        raise ValueError("cconv: the direct convolution takes stride 1, float32, AVX-512")
+    oc = out.shape[1]
+    _check_images(x, dt, (g.c, g.h, g.w), n1, "x")
+    _check_images(out, dt, (oc, g.oh, g.ow), n1, "out", True)
+    nblk = -(-oc // b)
+    if wpk.dtype != dt or not wpk.flags.c_contiguous or wpk.shape != (nblk, g.k, b):
+        raise ValueError(f"cconv: packed weight {wpk.shape} does not fit")
+    if buf.dtype != dt or not buf.flags.c_contiguous or buf.size < direct_scratch(g).size:
+        raise ValueError("cconv: the direct convolution's scratch buffer does not fit")
+    done = _fn(f"dconv{b}", dt)(out.ctypes.data, x.ctypes.data, wpk.ctypes.data,
+                                _bias(bias, dt, oc), buf.ctypes.data, n0, n1, g.c, g.h,
+                                g.w, oc, g.kh, g.kw, g.oh, g.ow, g.pt, g.pl, g.dh, g.dw)
+    if done != 1:
+        raise RuntimeError("cconv: the direct convolution did not run")

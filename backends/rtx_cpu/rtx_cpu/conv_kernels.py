@@ -317,6 +317,42 @@ def _c_input_grad_col2im(dx: np.ndarray, g: np.ndarray, weight: np.ndarray,
     _over_images(part, n, nb, oc * k * p * n)
 
 
+# the direct convolution (stride 1, float32) for output rows of at least this many
+# positions (below, most of its 32-lane vectors would be padding)
+_DIRECT_MIN_OW = 16
+
+
+# ... and of at least this many output channels (an input gradient of 1-3 channels,
+# superres' first layer's: its blocks would be mostly padding, 2x the im2col product)
+_DIRECT_MIN_OC = 4
+
+
+def _direct_ok(dt: np.dtype, stride: tuple[int, int], ow: int) -> bool:
+    return tuple(stride) == (1, 1) and ow >= _DIRECT_MIN_OW and cconv.direct_available(dt)
+
+
+def _c_direct(out: np.ndarray, x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
+              geo: cconv.Geometry, cols: np.ndarray | None) -> None:
+    """out = the stride-1 convolution of x with weight (plus bias) by cconv's
+    direct loop, an image at a time (over the threads in runs of images); cols,
+    where given, filled with x's im2col by the same parts."""
+    n, oc = x.shape[0], weight.shape[0]
+    b = cconv.block(oc)
+    wpk = cconv.pack(weight, b)
+    p = geo.p
+    nb = _chunk(n, geo.k * p)
+
+    def part(lo: int, hi: int) -> None:
+        buf = cconv.direct_scratch(geo)
+        for b0 in range(lo, hi, nb):
+            b1 = min(hi, b0 + nb)
+            if cols is not None:
+                cconv.im2col(cols[:, b0 * p:b1 * p], x, b0, b1, geo)
+            cconv.direct_conv(out, x, wpk, b, bias, buf, b0, b1, geo)
+
+    _over_images(part, n, nb, oc * geo.k * p * n)
+
+
 def conv2d(out: np.ndarray, cols: np.ndarray, x: np.ndarray, weight: np.ndarray,
            bias: np.ndarray | None, stride: tuple[int, int], padding: tuple[int, int, int, int],
            dilation: tuple[int, int]) -> None:
@@ -329,7 +365,14 @@ def conv2d(out: np.ndarray, cols: np.ndarray, x: np.ndarray, weight: np.ndarray,
         weight.shape[1] >= _ROWS_MIN_C
     if _c_ready(x, weight, bias, out, cols) and _c_writable(out) and \
             cols.strides[1] == cols.itemsize and cols.flags.writeable:
-        _c_conv2d(out, cols, x, weight, bias, stride, padding, dilation, rows_major)
+        if _direct_ok(x.dtype, stride, out.shape[3]) and weight.shape[0] >= _DIRECT_MIN_OC:
+            n, c, h, w = x.shape
+            oc, _, kh, kw = weight.shape
+            geo = cconv.Geometry(c, h, w, kh, kw, out.shape[2], out.shape[3], stride,
+                                 (padding[0], padding[2]), dilation)
+            _c_direct(out, np.ascontiguousarray(x), weight, _contig(bias), geo, cols)
+        else:
+            _c_conv2d(out, cols, x, weight, bias, stride, padding, dilation, rows_major)
     elif rows_major:
         _conv2d_rows(out, cols, x, weight, bias, stride, padding, dilation)
     else:
@@ -611,7 +654,16 @@ def conv2d_input_grad(dx: np.ndarray, g: np.ndarray, weight: np.ndarray,
     then at most twice col2im's), else col2im."""
     c, oc = dx.shape[1], weight.shape[0]
     if _c_ready(dx, g, weight) and _c_writable(dx):
-        if tuple(stride) == (1, 1) and oc <= 2 * c:
+        if _direct_ok(dx.dtype, stride, dx.shape[3]) and c >= _DIRECT_MIN_OC:
+            # the correlation of g, padded by the kernel's extent less the forward's
+            # padding, with the flipped weight, its channels swapped
+            kh, kw = weight.shape[2:]
+            eh, ew = dilation[0] * (kh - 1), dilation[1] * (kw - 1)
+            geo = cconv.Geometry(oc, g.shape[2], g.shape[3], kh, kw, dx.shape[2], dx.shape[3],
+                                 (1, 1), (eh - padding[0], ew - padding[2]), dilation)
+            wf = weight[:, :, ::-1, ::-1].transpose(1, 0, 2, 3)
+            _c_direct(dx, np.ascontiguousarray(g), wf, None, geo, None)
+        elif tuple(stride) == (1, 1) and oc <= 2 * c:
             _c_input_grad_correlate(dx, g, weight, padding, dilation, oc >= _CL_MIN_C)
         else:
             _c_input_grad_col2im(dx, g, weight, stride, padding, dilation)
