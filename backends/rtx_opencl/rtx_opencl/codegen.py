@@ -41,6 +41,11 @@ FLOATS = ("float16", "float32", "float64")
 # would be 10 and 1.0 % 0.1 zero, 5 % inf NaN; these go through fmod, which is
 # exact, with PyTorch's (and Python's) rounding and signs
 UNARY = dict(CX.UNARY)
+# float composites as OpenCL C's own functions (the core's decompositions launch
+# ten to fifty kernels each: erf's, a GELU's, was most of a GPT step's time)
+UNARY.update({"erf": ("erf(a)", None), "expm1": ("expm1(a)", None),
+              "log1p": ("log1p(a)", None), "log2": ("log2(a)", None), "tan": ("tan(a)", None),
+              "sigmoid": ("(CT)1 / ((CT)1 + exp(-a))", None)})
 BINARY = {**CX.BINARY, "pow": ("pow(a, b)", "ipow(a, b)"),
           "floor_divide": ("FLOORDIV(a, b)", None), "remainder": ("REMAINDER(a, b)", None)}
 # the float composites' macros (type-generic, so any CT of the program can use them)
@@ -57,8 +62,8 @@ TERNARY = dict(CX.TERNARY)
 
 
 def expression(table: dict, op: str, dtype: str) -> str:
-    if op == "tanh" and dtype in ("float32", "float16"):  # (float16 computes in float)
-        return "rtx_tanh(a)"
+    if op in ("tanh", "erf") and dtype in ("float32", "float16"):  # (float16: in float)
+        return f"rtx_{op}(a)"
     return CX.pick(table, op, dtype, dtype in FLOATS, "opencl")
 
 
@@ -88,8 +93,63 @@ __attribute__((overloadable)) float8 rtx_tanh(float8 a) RTX_TANH_BODY(float8)
 """
 
 
+# float erf without PoCL's builtin (a library call per element, about 20 ns): one
+# rational function of x^2 on x clipped to [-4, 4], rtx_cpu's float erf (Eigen's
+# and XLA's coefficients; at most 4e-7 off, about 3 float32 ulps near 1), x last
+# so that tiny and subnormal x lose nothing; NaN stays NaN, +-inf gives +-1.
+ERF = """#define RTX_ERF_BODY(T) { \\
+    const T x = select(clamp(a, (T)-4.0f, (T)4.0f), a, a != a); \\
+    const T z = x * x; \\
+    T p = z * -2.72614225801306e-10f + 2.77068142495902e-08f; \\
+    p = p * z + -2.10102402082508e-06f; p = p * z + -5.69250639462346e-05f; \\
+    p = p * z + -7.34990630326855e-04f; p = p * z + -2.95459980854025e-03f; \\
+    p = p * z + -1.60960333262415e-02f; \\
+    T q = z * -1.45660718464996e-05f + -2.13374055278905e-04f; \\
+    q = q * z + -1.68282697438203e-03f; q = q * z + -7.37332916720468e-03f; \\
+    q = q * z + -1.42647390514189e-02f; \\
+    return (p / q) * x; }
+__attribute__((overloadable)) float rtx_erf(float a) RTX_ERF_BODY(float)
+__attribute__((overloadable)) float8 rtx_erf(float8 a) RTX_ERF_BODY(float8)
+"""
+
+# The GELU and its gradient as one kernel each, the core's formulas in its order.
+# The gradient computes Phi(x) (or tanh's term) again rather than reading it off
+# y / x as rtx_cpu does: OpenCL's float division may be 2.5 ulps off, and at the
+# tails that ratio is multiplied by ~x^3 (x = 88: 0.4% off through a division
+# 88 / 88 != 1); recomputed, 1 - t^2 is exactly 0 where t is +-1.
+_ERF_OF = {"float64": "erf", "float32": "rtx_erf", "float16": "rtx_erf"}
+_TANH_OF = {"float64": "tanh", "float32": "rtx_tanh", "float16": "rtx_tanh"}
+
+
+def gelu_expression(approximate: str, dtype: str) -> str:
+    """``gelu`` of ``a`` (x), in the compute type ``CT``."""
+    if approximate == "tanh":
+        return (f"(({_TANH_OF[dtype]}((((a * a) * (CT)0.044715 + (CT)1) * a) * "
+                "(CT)0.7978845608028654) + (CT)1) * a) * (CT)0.5")
+    return f"(({_ERF_OF[dtype]}(a * (CT)0.7071067811865476) + (CT)1) * a) * (CT)0.5"
+
+
+def gelu_backward_source(approximate: str, dtype: str) -> tuple[str, str]:
+    """(prologue, expression) of ``gelu_backward``: ``a`` g, ``b`` x (``c``, y,
+    is not read)."""
+    ct = CTYPE[dtype][1]
+    name = f"rtx_gelu_grad_{approximate}_{ct}"
+    if approximate == "tanh":
+        body = (f"const CT t = {_TANH_OF[dtype]}((((x * x) * (CT)0.044715 + (CT)1) * x) * "
+                "(CT)0.7978845608028654);\n"
+                "    return ((CT)0.5 * ((CT)1 + t) + (CT)0.5 * x * (((CT)1 - t) * ((CT)1 + t)) "
+                "* (CT)0.7978845608028654 * ((x * x) * (CT)0.134145 + (CT)1)) * g;")
+    else:
+        body = ("return (exp((x * x) * (CT)-0.5) * x * (CT)0.3989422804014327 + (CT)0.5 * "
+                f"((CT)1 + {_ERF_OF[dtype]}(x * (CT)0.7071067811865476))) * g;")
+    prologue = f"static inline CT {name}(CT g, CT x) {{\n    {body}\n}}\n"
+    return prologue, f"{name}(a, b)"
+
+
 def with_helpers(source: str) -> str:
     """``source`` with the helper functions it calls defined first."""
+    if "rtx_erf(" in source:
+        source = ERF + source
     return TANH + source if "rtx_tanh(" in source else source
 
 
@@ -209,7 +269,7 @@ def elementwise(op: str, expr: str, out: tuple[str, str], ins: list[tuple[str, s
 # Not sin: PoCL's float8 sin is wrong at the smallest normal float (sin(-FLT_MIN)
 # gave -0.0078; the conformance suite's special values caught it)
 VECTOR_OPS = frozenset({"neg", "abs", "exp", "log", "sqrt", "cos", "tanh", "reciprocal",
-                        "floor", "copy", "add", "sub", "mul", "div"})
+                        "floor", "copy", "add", "sub", "mul", "div", "erf"})
 WIDTH = 8
 
 

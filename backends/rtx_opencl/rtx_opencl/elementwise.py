@@ -126,9 +126,11 @@ def _members(kind: str, dt: str) -> dict[str, Member]:
         members = {}
         if kind == "cast":
             members = {odt: ("cast", "a", "", odt) for odt in C.CTYPE if odt != dt}
-        for op, (fl, it) in (C.UNARY if kind == "unary" else
-                             C.BINARY if kind == "binary" else {}).items():
-            expr = fl if dt in C.FLOATS else it
+        table = C.UNARY if kind == "unary" else C.BINARY if kind == "binary" else {}
+        for op, (fl, it) in table.items():
+            # (the expression a kernel of its own would have: rtx_tanh, not tanh)
+            expr = (C.expression(table, op, dt) if fl is not None else None) \
+                if dt in C.FLOATS else it
             if expr is not None and op not in ("copy", "cast"):
                 members[op] = (op, expr, _prologue(op, dt), None)
         _FAMILIES[(kind, dt)] = members
@@ -177,6 +179,26 @@ def binary(op: str) -> Callable[..., None]:
 
     kernel.__name__ = op
     return kernel
+
+
+def gelu(out: View, x: View, approximate: str) -> None:
+    """The ``gelu`` composite as one kernel (the core's form launches six)."""
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', not {approximate!r}")
+    dt = x.dtype.name
+    elementwise(f"gelu_{approximate}", C.gelu_expression(approximate, dt), out, [x], [dt],
+                ct=C.CTYPE[dt][1])
+
+
+def gelu_backward(out: View, g: View, x: View, y: View, approximate: str) -> None:
+    """The ``gelu_backward`` composite (out = g * gelu'(x), y = gelu(x)) as one kernel."""
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu_backward: approximate must be 'none' or 'tanh', not "
+                         f"{approximate!r}")
+    dt = x.dtype.name
+    prologue, expr = C.gelu_backward_source(approximate, dt)
+    elementwise(f"gelu_backward_{approximate}", expr, out, [g, x, y], [dt, dt, dt], prologue,
+                ct=C.CTYPE[dt][1])
 
 
 def where(out: View, cond: View, x: Any, y: Any) -> None:

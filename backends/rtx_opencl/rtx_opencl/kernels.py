@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from . import codegen as C
-from .elementwise import (arange, binary, cast, copy, empty, from_host, full, normal, to_host,
-                          unary, uniform, where)
+from .elementwise import (arange, binary, cast, copy, empty, from_host, full, gelu,
+                          gelu_backward, normal, to_host, unary, uniform, where)
 from .indexing import gather, index, masked_select, scatter_add
 from .matmul import matmul
 from .reductions import REDUCE, argreduction, reduction
@@ -21,7 +21,7 @@ from .rnn_kernels import KERNELS as RNN_KERNELS
 KERNELS: dict[str, Callable[..., Any]] = {
     "empty": empty, "from_host": from_host, "to_host": to_host, "full": full,
     "arange": arange, "copy": copy, "cast": cast, "uniform": uniform, "normal": normal,
-    "where": where,
+    "where": where, "gelu": gelu, "gelu_backward": gelu_backward,
 }
 KERNELS.update({op: unary(op) for op in C.UNARY if op not in ("copy", "cast")})
 KERNELS.update({op: binary(op) for op in C.BINARY})
