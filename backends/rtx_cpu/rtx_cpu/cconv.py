@@ -55,40 +55,74 @@ static void span_{S}(int64_t off, int64_t sw, int64_t W, int64_t OW, int64_t *a,
     *b = hi;
 }
 
+/* d[0 .. len) = s[0 .. len), the whole cache lines of d by non-temporal stores (the
+   forward's cols, which the backward reads much later: no read of each line before
+   it is written, no eviction of what the convolution works on) */
+static inline void stream_{S}({T} *d, const {T} *s, int64_t len) {
+#ifdef __AVX512F__
+    const int64_t L = 64 / (int64_t)sizeof({T});
+    int64_t q = 0;
+    while (q < len && ((uintptr_t)(d + q) & 63)) { d[q] = s[q]; q++; }
+    for (; q + L <= len; q += L) STREAM_{S}(d + q, s + q);
+    for (; q < len; q++) d[q] = s[q];
+#else
+    memcpy(d, s, (size_t)len * sizeof({T}));
+#endif
+}
+
 /* cols row (c, i, j) (row stride ld), column (n - n0) * OH * OW + oh * OW + ow =
    x[n, c, oh * sh + i * dh - pt, ow * sw + j * dw - pl], 0 outside x */
+__attribute__((optimize("no-tree-loop-distribute-patterns")))
 void im2col_{S}({T} *cols, int64_t ld, const {T} *x, int64_t n0, int64_t n1, int64_t C,
                 int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t OH, int64_t OW,
-                int64_t sh, int64_t sw, int64_t pt, int64_t pl, int64_t dh, int64_t dw) {
+                int64_t sh, int64_t sw, int64_t pt, int64_t pl, int64_t dh, int64_t dw,
+                {T} *stage) {
     int64_t P = OH * OW;
+    int64_t sa[kw], sb[kw];  /* each j's span of ow */
+    for (int64_t j = 0; j < kw; j++) span_{S}(j * dw - pl, sw, W, OW, sa + j, sb + j);
+    /* G images at a time (their planes stay in cache over the kh * kw passes, and
+       each row is written G * P elements at a stretch: a row stride of 4 KiB, one
+       image's P elements at a time, made every write miss) */
+    int64_t G = P >= 256 ? 1 : (256 + P - 1) / P;
+    for (int64_t g0 = n0; g0 < n1; g0 += G) {
+    int64_t g1 = g0 + G < n1 ? g0 + G : n1;
     for (int64_t c = 0; c < C; c++)
         for (int64_t i = 0; i < kh; i++)
             for (int64_t j = 0; j < kw; j++) {
                 {T} *row = cols + ((c * kh + i) * kw + j) * ld;
-                int64_t off = j * dw - pl, a, b;
-                span_{S}(off, sw, W, OW, &a, &b);
-                for (int64_t n = n0; n < n1; n++) {
+                int64_t off = j * dw - pl, a = sa[j], b = sb[j];
+                for (int64_t n = g0; n < g1; n++) {
                     const {T} *xp = x + (n * C + c) * H * W;
-                    {T} *dst = row + (n - n0) * P;
+                    {T} *dst = stage ? stage + (n - g0) * P : row + (n - n0) * P;
                     for (int64_t oh = 0; oh < OH; oh++) {
                         int64_t ih = oh * sh + i * dh - pt;
                         {T} *d = dst + oh * OW;
                         if (ih < 0 || ih >= H) {
-                            memset(d, 0, (size_t)OW * sizeof({T}));
+                            if (OW >= 16) memset(d, 0, (size_t)OW * sizeof({T}));
+                            else for (int64_t ow = 0; ow < OW; ow++) d[ow] = 0;
                             continue;
                         }
                         const {T} *s = xp + ih * W + off;
                         int64_t ow;
                         for (ow = 0; ow < a; ow++) d[ow] = 0;
                         if (sw == 1) {
-                            if (b > a) memcpy(d + a, s + a, (size_t)(b - a) * sizeof({T}));
+                            /* (a library call costs more than a short row's copy) */
+                            if (b - a >= 16)
+                                memcpy(d + a, s + a, (size_t)(b - a) * sizeof({T}));
+                            else
+                                for (ow = a; ow < b; ow++) d[ow] = s[ow];
                         } else {
                             for (ow = a; ow < b; ow++) d[ow] = s[ow * sw];
                         }
                         for (ow = b; ow < OW; ow++) d[ow] = 0;
                     }
                 }
+                if (stage) stream_{S}(row + (g0 - n0) * P, stage, (g1 - g0) * P);
             }
+    }
+#ifdef __AVX512F__
+    if (stage) _mm_sfence();
+#endif
 }
 
 /* rows row (n - n0) * OH * OW + oh * OW + ow, column (i * kw + j) * C + c = the same
@@ -290,18 +324,208 @@ int dconv_f32_b{B}(float *out, const float *x, const float *wpk, const float *bi
 }
 """
 
+_IGEMM = r"""
+/* dst[blk][k][o] = w[blk * CB + o][k] (w: (OC, K)), 0 for blk * CB + o >= OC: the
+   weight as the implicit GEMM reads it */
+void pack_t_v{NV}(float *dst, const float *w, int64_t OC, int64_t K) {
+    const int64_t CB = 16 * {NV}, nblk = (OC + CB - 1) / CB;
+    for (int64_t blk = 0; blk < nblk; blk++)
+        for (int64_t k0 = 0; k0 < K; k0 += 16) {
+            int64_t k1 = k0 + 16 < K ? k0 + 16 : K;
+            for (int64_t o = 0; o < CB; o++) {
+                int64_t oo = blk * CB + o;
+                float *d = dst + (blk * K) * CB + o;
+                if (oo < OC)
+                    for (int64_t k = k0; k < k1; k++) d[k * CB] = w[oo * K + k];
+                else
+                    for (int64_t k = k0; k < k1; k++) d[k * CB] = 0.0f;
+            }
+        }
+}
+
+/* float32 implicit-GEMM convolution, any stride, vectorized over channels (AVX-512;
+   0 where the machine lacks it). A tile is R positions by NV vectors of 16
+   channels, R * NV accumulators over K steps: at step k each position's input
+   value xr[r][koff[k]] is broadcast and multiplied (one fused multiply-add) with
+   the k-th row of the packed weight, wk[k][0 .. 16 * NV). tmp receives the tile,
+   (R, 16 * NV). */
+static void itile_v{NV}(const float *const *xr, const int64_t *koff, const float *wk,
+                        int64_t K, const float *init, float *tmp) {
+    __m512 acc[{R}][{NV}];
+#pragma GCC unroll 16
+    for (int r = 0; r < {R}; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < {NV}; v++)
+            acc[r][v] = init ? _mm512_loadu_ps(init + 16 * v) : _mm512_setzero_ps();
+    for (int64_t k = 0; k < K; k++) {
+        int64_t o = koff[k];
+        __m512 w[{NV}];
+#pragma GCC unroll 4
+        for (int v = 0; v < {NV}; v++) w[v] = _mm512_loadu_ps(wk + (k * {NV} + v) * 16);
+#pragma GCC unroll 16
+        for (int r = 0; r < {R}; r++) {
+            __m512 xv = _mm512_set1_ps(xr[r][o]);
+#pragma GCC unroll 4
+            for (int v = 0; v < {NV}; v++) acc[r][v] = _mm512_fmadd_ps(xv, w[v], acc[r][v]);
+        }
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < {R}; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < {NV}; v++) _mm512_storeu_ps(tmp + (r * {NV} + v) * 16, acc[r][v]);
+}
+
+/* out[n, o, oh, ow] = (b[o] +) the sum over (c, i, j), in that order, of
+   w[o, c, i, j] * x[n, c, oh * sh + i * dh - pt, ow * sw + j * dw - pl] (0 outside x).
+   wpk: (blocks, C * kh * kw, 16 * NV), zero past OC; bpk: (blocks, 16 * NV) or NULL;
+   xp: one image padded, (C, Hs, Ws); koff: C * kh * kw int64s. */
+int iconv_fwd_v{NV}(float *out, const float *x, const float *wpk, const float *bpk,
+                    float *xp, int64_t *koff, int64_t n0, int64_t n1, int64_t C, int64_t H,
+                    int64_t W, int64_t OC, int64_t kh, int64_t kw, int64_t OH, int64_t OW,
+                    int64_t sh, int64_t sw, int64_t pt, int64_t pl, int64_t dh, int64_t dw) {
+#ifndef __AVX512F__
+    return 0;
+#else
+    const int64_t CB = 16 * {NV}, P = OH * OW, K = C * kh * kw, nblk = (OC + CB - 1) / CB;
+    int64_t Hs = (OH - 1) * sh + (kh - 1) * dh + 1, Ws = (OW - 1) * sw + (kw - 1) * dw + 1;
+    int64_t s0 = pl < 0 ? 0 : (pl < Ws ? pl : Ws), s1 = pl + W < Ws ? pl + W : Ws;
+    if (s1 < s0) s1 = s0;
+    float tmp[{R} * 16 * {NV}];
+    const float *xr[{R}];
+    for (int64_t c = 0, k = 0; c < C; c++)
+        for (int64_t i = 0; i < kh; i++)
+            for (int64_t j = 0; j < kw; j++, k++) koff[k] = (c * Hs + i * dh) * Ws + j * dw;
+    for (int64_t n = n0; n < n1; n++) {
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t r = 0; r < Hs; r++) {
+                int64_t ih = r - pt;
+                float *row = xp + (c * Hs + r) * Ws;
+                if (ih < 0 || ih >= H) {
+                    memset(row, 0, (size_t)Ws * sizeof(float));
+                    continue;
+                }
+                if (s0 > 0) memset(row, 0, (size_t)s0 * sizeof(float));
+                if (s1 > s0)
+                    memcpy(row + s0, x + ((n * C + c) * H + ih) * W + s0 - pl,
+                           (size_t)(s1 - s0) * sizeof(float));
+                if (s1 < Ws) memset(row + s1, 0, (size_t)(Ws - s1) * sizeof(float));
+            }
+        for (int64_t blk = 0; blk < nblk; blk++) {
+            int64_t o0 = blk * CB, ob = OC - o0 < CB ? OC - o0 : CB;
+            for (int64_t p0 = 0; p0 < P; p0 += {R}) {
+                int64_t pr = P - p0 < {R} ? P - p0 : {R};
+                for (int r = 0; r < {R}; r++) {
+                    int64_t q = p0 + (r < pr ? r : pr - 1);
+                    xr[r] = xp + (q / OW) * sh * Ws + (q % OW) * sw;
+                }
+                itile_v{NV}(xr, koff, wpk + blk * K * CB, K, bpk ? bpk + blk * CB : 0, tmp);
+                for (int64_t o = 0; o < ob; o++) {
+                    float *d = out + (n * OC + o0 + o) * P + p0;
+                    for (int64_t r = 0; r < pr; r++) d[r] = tmp[r * CB + o];
+                }
+            }
+        }
+    }
+    return 1;
+#endif
+}
+
+/* conv2d's input gradient, dilation 1, padding >= 0: dx[n, c, ih, iw] = the sum
+   over (o, ti, tj), in that order, of g[n, o, U - ti, V - tj] * w[o, c, a + ti * sh,
+   b + tj * sw], where (U, a) = divmod(ih + pt, sh), (V, b) = divmod(iw + pl, sw)
+   (0 outside g): each input position's phase (a, b) takes the kernel taps that reach
+   it, and no zero products. wph: per phase (a, b), row-major, its rows (o, ti, tj)
+   of (blocks of) 16 * NV channels c: (blocks, rows of all phases, 16 * NV);
+   gp: one image of g placed at (Th, Tw) in zeros, (OC, Hg, Wg). */
+int iconv_bwd_v{NV}(float *dx, const float *g, const float *wph, float *gp, int64_t *koff,
+                    int64_t n0, int64_t n1, int64_t C, int64_t H, int64_t W, int64_t OC,
+                    int64_t kh, int64_t kw, int64_t OH, int64_t OW, int64_t sh, int64_t sw,
+                    int64_t pt, int64_t pl) {
+#ifndef __AVX512F__
+    return 0;
+#else
+    const int64_t CB = 16 * {NV}, nblk = (C + CB - 1) / CB, HW = H * W;
+    int64_t Th = (kh - 1) / sh, Tw = (kw - 1) / sw;
+    int64_t Hg = (H - 1 + pt) / sh + Th + 1, Wg = (W - 1 + pl) / sw + Tw + 1;
+    int64_t rows_all = OC * kh * kw;
+    float tmp[{R} * 16 * {NV}];
+    const float *xr[{R}];
+    int64_t pos[{R}];
+    for (int64_t n = n0; n < n1; n++) {
+        for (int64_t o = 0; o < OC; o++)
+            for (int64_t r = 0; r < Hg; r++) {
+                float *row = gp + (o * Hg + r) * Wg;
+                int64_t oh = r - Th;
+                memset(row, 0, (size_t)Wg * sizeof(float));
+                if (oh < 0 || oh >= OH) continue;
+                int64_t q1 = OW + Tw < Wg ? OW + Tw : Wg;
+                if (q1 > Tw)
+                    memcpy(row + Tw, g + ((n * OC + o) * OH + oh) * OW,
+                           (size_t)(q1 - Tw) * sizeof(float));
+            }
+        int64_t row0 = 0;  /* the phase's first row in wph */
+        for (int64_t a = 0; a < sh; a++)
+            for (int64_t b = 0; b < sw; b++) {
+                int64_t ni = a < kh ? (kh - 1 - a) / sh + 1 : 0;
+                int64_t nj = b < kw ? (kw - 1 - b) / sw + 1 : 0;
+                int64_t K = OC * ni * nj;
+                for (int64_t o = 0, k = 0; o < OC; o++)
+                    for (int64_t ti = 0; ti < ni; ti++)
+                        for (int64_t tj = 0; tj < nj; tj++, k++)
+                            koff[k] = (o * Hg + Th - ti) * Wg + Tw - tj;
+                /* the phase's positions: ih = ((a - pt) mod sh) + sh * u, likewise iw */
+                int64_t ih0 = ((a - pt) % sh + sh) % sh, iw0 = ((b - pl) % sw + sw) % sw;
+                int64_t nu = H > ih0 ? (H - ih0 + sh - 1) / sh : 0;
+                int64_t nv = W > iw0 ? (W - iw0 + sw - 1) / sw : 0;
+                int64_t np = nu * nv;
+                for (int64_t blk = 0; blk < nblk; blk++) {
+                    int64_t c0 = blk * CB, cb = C - c0 < CB ? C - c0 : CB;
+                    const float *wk = wph + (blk * rows_all + row0) * CB;
+                    for (int64_t p0 = 0; p0 < np; p0 += {R}) {
+                        int64_t pr = np - p0 < {R} ? np - p0 : {R};
+                        for (int r = 0; r < {R}; r++) {
+                            int64_t q = p0 + (r < pr ? r : pr - 1);
+                            int64_t ih = ih0 + (q / nv) * sh, iw = iw0 + (q % nv) * sw;
+                            pos[r] = ih * W + iw;
+                            xr[r] = gp + ((ih + pt) / sh) * Wg + (iw + pl) / sw;
+                        }
+                        if (K > 0) {
+                            itile_v{NV}(xr, koff, wk, K, 0, tmp);
+                        } else {
+                            memset(tmp, 0, sizeof(tmp));
+                        }
+                        for (int64_t c = 0; c < cb; c++) {
+                            float *d = dx + (n * C + c0 + c) * HW;
+                            for (int64_t r = 0; r < pr; r++) d[pos[r]] = tmp[r * CB + c];
+                        }
+                    }
+                }
+                row0 += K;
+            }
+    }
+    return 1;
+#endif
+}
+"""
+
+# the implicit-GEMM convolution's (vectors of 16 channels, positions) a tile
+TILES = ((1, 16), (2, 12), (4, 6))
+
 # the direct convolution's blocks of output channels (compiled variants)
 BLOCKS = (4, 8, 12)
 
 SOURCE = "#include <stdint.h>\n#include <string.h>\n" \
-    "#ifdef __AVX512F__\n#include <immintrin.h>\n#endif\n" + "".join(
+    "#ifdef __AVX512F__\n#include <immintrin.h>\n" \
+    "#define STREAM_f32(d, s) _mm512_stream_ps((d), _mm512_loadu_ps(s))\n" \
+    "#define STREAM_f64(d, s) _mm512_stream_pd((d), _mm512_loadu_pd(s))\n#endif\n" + "".join(
         _TEMPLATE.replace("{S}", s).replace("{T}", t) for s, t in _TYPES.values()) + \
-    "".join(_DIRECT.replace("{B}", str(b)) for b in BLOCKS)
+    "".join(_DIRECT.replace("{B}", str(b)) for b in BLOCKS) + \
+    "".join(_IGEMM.replace("{NV}", str(v)).replace("{R}", str(r)) for v, r in TILES)
 
 _P, _I = ctypes.c_void_p, ctypes.c_int64
 _GEOM = [_I] * 13  # n0, n1, C, H, W, kh, kw, OH, OW, sh, sw, pt, pl; then dh, dw
 _SIGNATURES = {
-    "im2col": ([_P, _I, _P] + _GEOM + [_I, _I], None),
+    "im2col": ([_P, _I, _P] + _GEOM + [_I, _I, _P], None),
     "im2row": ([_P, _P, _P] + _GEOM + [_I, _I], None),
     "col2im": ([_P, _P, _I] + _GEOM + [_I, _I], None),
     "rows_to_nchw": ([_P, _P, _P] + [_I] * 4, None),
@@ -330,6 +554,16 @@ def _load() -> dict[tuple[str, np.dtype], Any]:
                         fn = getattr(lib, f"dconv_f32_b{b}")
                         fn.argtypes, fn.restype = [_P] * 5 + [_I] * 14, ctypes.c_int
                         funcs[f"dconv{b}", np.dtype(np.float32)] = fn
+                    for v, _ in TILES:
+                        fn = getattr(lib, f"iconv_fwd_v{v}")
+                        fn.argtypes, fn.restype = [_P] * 6 + [_I] * 16, ctypes.c_int
+                        funcs[f"ifwd{v}", np.dtype(np.float32)] = fn
+                        fn = getattr(lib, f"iconv_bwd_v{v}")
+                        fn.argtypes, fn.restype = [_P] * 5 + [_I] * 14, ctypes.c_int
+                        funcs[f"ibwd{v}", np.dtype(np.float32)] = fn
+                        fn = getattr(lib, f"pack_t_v{v}")
+                        fn.argtypes, fn.restype = [_P] * 2 + [_I] * 2, None
+                        funcs[f"pack{v}", np.dtype(np.float32)] = fn
                     # (a probe: 0 where the machine has no AVX-512, and then the
                     # direct convolution is never offered)
                     probe = np.zeros(1, np.float32)
@@ -402,12 +636,16 @@ def _fn(name: str, dt: np.dtype) -> Any:
     return fn
 
 
-def im2col(cols: np.ndarray, x: np.ndarray, n0: int, n1: int, g: Geometry) -> None:
-    """cols ((C*kh*kw, (n1-n0)*OH*OW), unit column stride) = im2col of x[n0:n1]."""
+def im2col(cols: np.ndarray, x: np.ndarray, n0: int, n1: int, g: Geometry,
+           stream: bool = False) -> None:
+    """cols ((C*kh*kw, (n1-n0)*OH*OW), unit column stride) = im2col of x[n0:n1];
+    ``stream``: by non-temporal stores (cols not read again soon)."""
     dt = x.dtype
     _check_images(x, dt, (g.c, g.h, g.w), n1, "x")
     ld = _check_matrix(cols, dt, g.k, (n1 - n0) * g.p, "cols", True)
-    _fn("im2col", dt)(cols.ctypes.data, ld, x.ctypes.data, *g.args(n0, n1))
+    stage = np.empty(max(g.p, 256 + g.p), dt) if stream else None
+    _fn("im2col", dt)(cols.ctypes.data, ld, x.ctypes.data, *g.args(n0, n1),
+                      None if stage is None else stage.ctypes.data)
 
 
 def scratch(g: Geometry, dt: np.dtype) -> np.ndarray:
@@ -534,3 +772,109 @@ def direct_conv(out: np.ndarray, x: np.ndarray, wpk: np.ndarray, b: int,
                                 g.w, oc, g.kh, g.kw, g.oh, g.ow, g.pt, g.pl, g.dh, g.dw)
     if done != 1:
         raise RuntimeError("cconv: the direct convolution did not run")
+
+
+# relative cost of a tile's multiply-add by its vectors (fewer vectors: more loads
+# per multiply-add; measured on DCGAN's 32-64 and 64-128 layers)
+_TILE_COST = {1: 1.15, 2: 1.05, 4: 1.0}
+
+
+def vectors(c: int, positions: int = 0) -> int:
+    """The implicit-GEMM tile's vectors of 16 channels for c channels, over runs
+    of ``positions`` positions: the tile with the fewest multiply-adds on
+    padding (a run's last tile, the last block's channels), weighed by its cost."""
+    def cost(tile: tuple[int, int]) -> float:
+        v, r = tile
+        pos = -(-positions // r) * r if positions else r
+        return pos / max(positions, 1) * -(-c // (16 * v)) * 16 * v * _TILE_COST[v]
+    return min(TILES, key=cost)[0]
+
+
+def pack_channels(w2: np.ndarray, nv: int) -> np.ndarray:
+    """(K, C) float32 rows as the implicit GEMM reads them: (blocks, K, 16 * nv),
+    zero past C."""
+    k, c = w2.shape
+    cb = 16 * nv
+    nblk = -(-c // cb)
+    wp = np.zeros((k, nblk * cb), np.float32)
+    wp[:, :c] = w2
+    return np.ascontiguousarray(wp.reshape(k, nblk, cb).transpose(1, 0, 2))
+
+
+def implicit_conv(out: np.ndarray, x: np.ndarray, wpk: np.ndarray, nv: int,
+                  bpk: np.ndarray | None, n0: int, n1: int, g: Geometry) -> None:
+    """out[n0:n1] = the convolution of x[n0:n1] (any stride) with the packed
+    weight (``pack_channels`` of the (C*kh*kw, OC) weight) plus the packed bias
+    (``pack_channels`` of (1, OC)), float32."""
+    dt = np.dtype(np.float32)
+    oc = out.shape[1]
+    if not direct_available(dt) or (nv, ) not in [(v, ) for v, _ in TILES]:
+        raise ValueError("cconv: the implicit GEMM takes float32 on AVX-512")
+    _check_images(x, dt, (g.c, g.h, g.w), n1, "x")
+    _check_images(out, dt, (oc, g.oh, g.ow), n1, "out", True)
+    nblk = -(-oc // (16 * nv))
+    if wpk.dtype != dt or not wpk.flags.c_contiguous or wpk.shape != (nblk, g.k, 16 * nv):
+        raise ValueError(f"cconv: packed weight {wpk.shape} does not fit")
+    if bpk is not None and (bpk.dtype != dt or not bpk.flags.c_contiguous or
+                            bpk.shape != (nblk, 1, 16 * nv)):
+        raise ValueError(f"cconv: packed bias {bpk.shape} does not fit")
+    hs = (g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1
+    ws = (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1
+    xp = np.empty(g.c * hs * ws, dt)
+    koff = np.empty(g.k, np.int64)
+    done = _fn(f"ifwd{nv}", dt)(out.ctypes.data, x.ctypes.data, wpk.ctypes.data,
+                                None if bpk is None else bpk.ctypes.data, xp.ctypes.data,
+                                koff.ctypes.data, n0, n1, g.c, g.h, g.w, oc, g.kh, g.kw,
+                                g.oh, g.ow, g.sh, g.sw, g.pt, g.pl, g.dh, g.dw)
+    if done != 1:
+        raise RuntimeError("cconv: the implicit GEMM did not run")
+
+
+def pack_phases(weight: np.ndarray, sh: int, sw: int, nv: int) -> np.ndarray:
+    """The (OC, C, kh, kw) weight as ``implicit_input_grad`` reads it: for each
+    phase (a, b) in row-major order, rows (o, ti, tj) = weight[o, :, a + ti * sh,
+    b + tj * sw], packed by ``pack_channels``."""
+    oc, c = weight.shape[:2]
+    parts = [weight[:, :, a::sh, b::sw].transpose(0, 2, 3, 1).reshape(-1, c)
+             for a in range(sh) for b in range(sw)]
+    return pack_channels(np.concatenate(parts).astype(np.float32, copy=False), nv)
+
+
+def implicit_input_grad(dx: np.ndarray, gr: np.ndarray, wph: np.ndarray, nv: int, n0: int,
+                        n1: int, g: Geometry) -> None:
+    """dx[n0:n1] = conv2d's input gradient for the output gradient gr[n0:n1]
+    (geometry g: dx's images (C, H, W), gr's (OC, OH, OW); dilation 1, padding
+    >= 0), float32, with the weight packed by ``pack_phases``."""
+    dt = np.dtype(np.float32)
+    if not direct_available(dt) or g.dh != 1 or g.dw != 1 or g.pt < 0 or g.pl < 0:
+        raise ValueError("cconv: the implicit input gradient takes float32 on AVX-512, "
+                         "dilation 1 and padding >= 0")
+    oc = gr.shape[1]
+    _check_images(dx, dt, (g.c, g.h, g.w), n1, "dx", True)
+    _check_images(gr, dt, (oc, g.oh, g.ow), n1, "g")
+    nblk = -(-g.c // (16 * nv))
+    if wph.dtype != dt or not wph.flags.c_contiguous or \
+            wph.shape != (nblk, oc * g.kh * g.kw, 16 * nv):
+        raise ValueError(f"cconv: phase-packed weight {wph.shape} does not fit")
+    th, tw = (g.kh - 1) // g.sh, (g.kw - 1) // g.sw
+    hg, wg = (g.h - 1 + g.pt) // g.sh + th + 1, (g.w - 1 + g.pl) // g.sw + tw + 1
+    gp = np.empty(oc * hg * wg, dt)
+    koff = np.empty(oc * g.kh * g.kw, np.int64)
+    done = _fn(f"ibwd{nv}", dt)(dx.ctypes.data, gr.ctypes.data, wph.ctypes.data,
+                                gp.ctypes.data, koff.ctypes.data, n0, n1, g.c, g.h, g.w, oc,
+                                g.kh, g.kw, g.oh, g.ow, g.sh, g.sw, g.pt, g.pl)
+    if done != 1:
+        raise RuntimeError("cconv: the implicit input gradient did not run")
+
+
+def pack_weight(weight: np.ndarray, nv: int) -> np.ndarray:
+    """``pack_channels(weight.reshape(OC, -1).T, nv)`` of a float32 (OC, ...)
+    weight, by one C loop (NumPy's transposing copy took 0.4 ms for DCGAN's
+    64-128 layer)."""
+    oc = weight.shape[0]
+    w2 = np.ascontiguousarray(weight, np.float32).reshape(oc, -1)
+    k = w2.shape[1]
+    nblk = -(-oc // (16 * nv))
+    dst = np.empty((nblk, k, 16 * nv), np.float32)
+    _fn(f"pack{nv}", np.dtype(np.float32))(dst.ctypes.data, w2.ctypes.data, oc, k)
+    return dst

@@ -347,10 +347,60 @@ def _c_direct(out: np.ndarray, x: np.ndarray, weight: np.ndarray, bias: np.ndarr
         for b0 in range(lo, hi, nb):
             b1 = min(hi, b0 + nb)
             if cols is not None:
-                cconv.im2col(cols[:, b0 * p:b1 * p], x, b0, b1, geo)
+                cconv.im2col(cols[:, b0 * p:b1 * p], x, b0, b1, geo, stream=True)
             cconv.direct_conv(out, x, wpk, b, bias, buf, b0, b1, geo)
 
     _over_images(part, n, nb, oc * geo.k * p * n)
+
+
+# the implicit GEMM (any stride, vectorized over channels) from this many channels
+# (its output's in the forward, the input's in the input gradient): below, most of
+# its 16-lane vectors would be padding
+_IMPLICIT_MIN_C = 16
+# ... and from this many positions an image (the output's; the input gradient's g's):
+# a tile is 6-16 positions of one image, and a smaller g's padding would be most of
+# what the input gradient's steps read (DCGAN's first ConvTranspose2d, 1x1 -> 4x4:
+# 3x the GEMM and col2im)
+_IMPLICIT_MIN_P = 16
+
+
+def _c_implicit(out: np.ndarray, x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
+                geo: cconv.Geometry, cols: np.ndarray) -> None:
+    """out = conv2d of x (any stride) by cconv's implicit GEMM, an image at a time
+    (over the threads in runs of images), cols filled with x's im2col by the
+    same parts."""
+    n, oc = x.shape[0], weight.shape[0]
+    nv = cconv.vectors(oc, geo.p)
+    wpk = cconv.pack_weight(weight, nv)
+    bpk = None if bias is None else cconv.pack_channels(bias.reshape(1, oc), nv)
+    p = geo.p
+    nb = _chunk(n, geo.k * p)
+
+    def part(lo: int, hi: int) -> None:
+        for b0 in range(lo, hi, nb):
+            b1 = min(hi, b0 + nb)
+            cconv.im2col(cols[:, b0 * p:b1 * p], x, b0, b1, geo, stream=True)
+            cconv.implicit_conv(out, x, wpk, nv, bpk, b0, b1, geo)
+
+    _over_images(part, n, nb, oc * geo.k * p * n)
+
+
+def _c_implicit_input_grad(dx: np.ndarray, g: np.ndarray, weight: np.ndarray,
+                           geo: cconv.Geometry) -> None:
+    """dx = conv2d's input gradient (dilation 1) by cconv's implicit GEMM over
+    the input's channels, each input position taking only the kernel taps that
+    reach it (a strided convolution's phases), an image at a time."""
+    n, c = dx.shape[:2]
+    oc = weight.shape[0]
+    nv = cconv.vectors(c, -(-geo.h // geo.sh) * -(-geo.w // geo.sw))
+    wph = cconv.pack_phases(weight, geo.sh, geo.sw, nv)
+    nb = _chunk(n, geo.k * geo.p)
+
+    def part(lo: int, hi: int) -> None:
+        for b0 in range(lo, hi, nb):
+            cconv.implicit_input_grad(dx, g, wph, nv, b0, min(hi, b0 + nb), geo)
+
+    _over_images(part, n, nb, oc * geo.k * geo.p * n)
 
 
 def conv2d(out: np.ndarray, cols: np.ndarray, x: np.ndarray, weight: np.ndarray,
@@ -365,12 +415,15 @@ def conv2d(out: np.ndarray, cols: np.ndarray, x: np.ndarray, weight: np.ndarray,
         weight.shape[1] >= _ROWS_MIN_C
     if _c_ready(x, weight, bias, out, cols) and _c_writable(out) and \
             cols.strides[1] == cols.itemsize and cols.flags.writeable:
-        if _direct_ok(x.dtype, stride, out.shape[3]) and weight.shape[0] >= _DIRECT_MIN_OC:
-            n, c, h, w = x.shape
-            oc, _, kh, kw = weight.shape
-            geo = cconv.Geometry(c, h, w, kh, kw, out.shape[2], out.shape[3], stride,
-                                 (padding[0], padding[2]), dilation)
+        n, c, h, w = x.shape
+        oc, _, kh, kw = weight.shape
+        geo = cconv.Geometry(c, h, w, kh, kw, out.shape[2], out.shape[3], stride,
+                             (padding[0], padding[2]), dilation)
+        if _direct_ok(x.dtype, stride, out.shape[3]) and oc >= _DIRECT_MIN_OC:
             _c_direct(out, np.ascontiguousarray(x), weight, _contig(bias), geo, cols)
+        elif oc >= _IMPLICIT_MIN_C and geo.p >= _IMPLICIT_MIN_P and \
+                cconv.direct_available(x.dtype):
+            _c_implicit(out, np.ascontiguousarray(x), weight, _contig(bias), geo, cols)
         else:
             _c_conv2d(out, cols, x, weight, bias, stride, padding, dilation, rows_major)
     elif rows_major:
@@ -663,6 +716,14 @@ def conv2d_input_grad(dx: np.ndarray, g: np.ndarray, weight: np.ndarray,
                                  (1, 1), (eh - padding[0], ew - padding[2]), dilation)
             wf = weight[:, :, ::-1, ::-1].transpose(1, 0, 2, 3)
             _c_direct(dx, np.ascontiguousarray(g), wf, None, geo, None)
+        elif c >= _IMPLICIT_MIN_C and g.shape[2] * g.shape[3] >= _IMPLICIT_MIN_P and \
+                tuple(dilation) == (1, 1) and min(padding) >= 0 and \
+                cconv.direct_available(dx.dtype):
+            n, _, h, w = dx.shape
+            kh, kw = weight.shape[2:]
+            geo = cconv.Geometry(c, h, w, kh, kw, g.shape[2], g.shape[3], stride,
+                                 (padding[0], padding[2]), dilation)
+            _c_implicit_input_grad(dx, np.ascontiguousarray(g), weight, geo)
         elif tuple(stride) == (1, 1) and oc <= 2 * c:
             _c_input_grad_correlate(dx, g, weight, padding, dilation, oc >= _CL_MIN_C)
         else:
@@ -683,11 +744,7 @@ def conv2d_weight_grad(dweight: np.ndarray, g: np.ndarray, cols: np.ndarray) -> 
     n, oc, oh, ow = g.shape
     k = cols.shape[0]
     wt = _work(cols.dtype)
-    if _c_ready(g, cols):
-        rows = np.empty((oc, n * oh * ow), wt)
-        cconv.nchw_to_cols(rows, np.ascontiguousarray(g), 0, n)
-    else:
-        rows = np.ascontiguousarray(g.transpose(1, 0, 2, 3), wt).reshape(oc, n * oh * ow)
+    rows = np.ascontiguousarray(g.transpose(1, 0, 2, 3), wt).reshape(oc, n * oh * ow)
     if cols.dtype != wt:
         cols = cols.astype(wt)
     # BLAS is faster with the long matrix on the left: cols @ rows^T, (K, OC), then
