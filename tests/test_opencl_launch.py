@@ -230,3 +230,59 @@ def test_ranges_match_enqueue() -> None:
     assert L.ranges(512) == [((512,), (256,), None)]
     assert L.ranges(600) == [((512,), (256,), None), ((88,), (1,), (512,))]
     assert L.ranges(3, 40) == [((3,), (1,), (40,))]
+
+
+# -- strided layouts launched by rows ---------------------------------------------------
+
+
+def test_row_ranges_and_split_last() -> None:
+    # a work-group is the whole last dim times a power of two of rows (within LOCAL)
+    assert L.row_ranges([6, 32], 4096) == [((32, 6), (32, 2), None)]
+    assert L.row_ranges([5, 7, 64], 4096) == [((64, 35), (64, 1), None)]
+    assert L.row_ranges([1024, 16], 4096) == [((16, 1024), (16, 16), None)]
+    assert L.row_ranges([9, 5], 4096) is None  # last dim under 8: one linear id
+    assert L.row_ranges([2, 5000], 4096) is None  # over the device's work-group
+    # a last dim longer than a work-group: cut at its largest divisor <= LOCAL
+    assert L.split_last([3, 9216], [[1, 27648], [9216, 1]]) == \
+        ([3, 36, 256], [[1, 27648 * 256, 27648], [9216, 256, 1]])
+    assert L.split_last([3, 1009], [[1, 3], [1009, 1]]) == ([3, 1009], [[1, 3], [1009, 1]])
+    assert L.split_last([4000], [[2]]) == ([4000], [[2]])  # rank 1: no index math
+
+
+@pytest.mark.parametrize("shape, perm", [
+    ((16, 4, 6, 6), (1, 0, 3, 2)),       # last dim 6: the linear launch
+    ((5, 3, 40), (1, 0, 2)),             # rows of 40
+    ((2, 3, 1000), (1, 0, 2)),           # 1000 = 250 x 4: split, then rows
+    ((3, 2, 1009), (1, 0, 2)),           # a prime over LOCAL: the linear launch
+    ((4, 3, 2, 5, 16), (4, 2, 0, 3, 1)),
+    ((7, 9, 12), (2, 0, 1)),
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int64, np.bool_])
+def test_strided_copies_and_arithmetic_launched_by_rows_match_numpy(shape, perm, dtype) -> None:
+    rng = np.random.default_rng(7)
+    a = (rng.standard_normal(shape) * 5).astype(dtype)
+    x = _t(a)
+    np.testing.assert_array_equal(x.permute(*perm).contiguous().numpy(),
+                                  np.ascontiguousarray(a.transpose(perm)))
+    if dtype != np.bool_:
+        b = (rng.standard_normal(shape[-1]) * 5).astype(dtype)  # broadcast: stride 0 rows
+        got = (x.permute(*perm)[..., ::1] + _t(a.transpose(perm).copy())).numpy()
+        np.testing.assert_array_equal(got, a.transpose(perm) + a.transpose(perm))
+        view = x[..., 1:]  # an offset and a gap between rows
+        np.testing.assert_array_equal((view * _t(b[1:])).numpy(), a[..., 1:] * b[1:])
+
+
+def test_an_im2col_window_view_copies_by_rows() -> None:
+    from rtxcore.ops.core import as_view
+
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal((3, 4, 10, 10)).astype(np.float32)
+    x = _t(a)
+    s = x._strides
+    shape = (4, 3, 3, 3, 8, 8)  # (C, kh, kw, N, OH, OW) over the unpadded input
+    strides = (s[1], s[2], s[3], s[0], s[2], s[3])
+    got = as_view(x, shape, strides, 0).contiguous().numpy()
+    want = np.lib.stride_tricks.as_strided(a, shape, [st * 4 for st in strides])
+    np.testing.assert_array_equal(got, want)
+    rows = [k for k in R.device(0).programs if isinstance(k, tuple) and "rows" in k]
+    assert rows  # the launch was the 2-D one

@@ -186,10 +186,23 @@ CT ipow(CT a, CT b) {
 """
 
 
-def index_math(rank: int, names: list[str], var: str = "i") -> str:
+def index_math(rank: int, names: list[str], var: str = "i", rows: bool = False) -> str:
     """C statements that turn the linear id ``var`` into the element offset
     ``p_<name>`` of every strided operand, walking dims from the last. Dim d has
-    size ``n<d>`` and operand X's stride there is ``<X>s<d>``."""
+    size ``n<d>`` and operand X's stride there is ``<X>s<d>``. ``rows``: a 2-D
+    launch instead, id 0 the index along the last dim and id 1 the row (all the
+    dims before it), so that the division chain is the row's alone -- the same
+    for a whole work-group along dim 0, which PoCL then computes once (a 6-D
+    strided copy, im2col's, ran 25x as fast as with one linear id)."""
+    if rows:
+        last = rank - 1
+        lines = ["long r = get_global_id(1), q;", "const long j = get_global_id(0);"]
+        lines += [f"long p_{n} = {n}_o + j * {n}s{last};" for n in names]
+        for d in range(last - 1, 0, -1):
+            lines.append(f"q = r % n{d}; r /= n{d};")
+            lines.append(" ".join(f"p_{n} += q * {n}s{d};" for n in names))
+        lines.append(" ".join(f"p_{n} += r * {n}s0;" for n in names))
+        return "\n    ".join(lines)
     lines = [f"long r = {var}, q;"]
     for n in names:
         lines.append(f"long p_{n} = {n}_o;")
@@ -202,8 +215,10 @@ def index_math(rank: int, names: list[str], var: str = "i") -> str:
 
 def elementwise(op: str, expr: str, out: tuple[str, str], ins: list[tuple[str, str]],
                 rank: int, prologue: str = "", ct: str | None = None,
-                extra: tuple[tuple[str, str], ...] = (), kname: str = "k") -> tuple[str, list[str]]:
-    """One kernel ``kname``: ``out = expr(a, b, c)`` at every element.
+                extra: tuple[tuple[str, str], ...] = (), kname: str = "k",
+                rows: bool = False) -> tuple[str, list[str]]:
+    """One kernel ``kname``: ``out = expr(a, b, c)`` at every element. ``rows``
+    (strided, rank 2 or more): launched 2-D, (last dim, rows) (``index_math``).
 
     ``out`` is (dtype, layout) and each input (dtype, layout), with layout ``c``
     contiguous, ``s`` strided or ``k`` a scalar argument; inputs are called
@@ -241,7 +256,8 @@ def elementwise(op: str, expr: str, out: tuple[str, str], ins: list[tuple[str, s
         params.append(decl)
         kinds.append(kind)
 
-    body = [index_math(rank, strided)] if strided else []
+    rows = rows and rank >= 2 and bool(strided)
+    body = [index_math(rank, strided, rows=rows)] if strided else []
     for name, (dt, lay) in zip(names, ins):
         if lay != "k":
             at = f"p_p{name}" if lay == "s" else f"p{name}_o + i"
@@ -256,7 +272,8 @@ def elementwise(op: str, expr: str, out: tuple[str, str], ins: list[tuple[str, s
         + prologue
         + f"/* {op}: out = {expr} */\n"
         + f"__kernel void {kname}(" + ", ".join(params) + ")\n{\n"
-        + "    const long i = get_global_id(0);\n    "
+        + ("    const long i = get_global_id(1) * n" + str(rank - 1) + " + get_global_id(0);\n    "
+           if rows else "    const long i = get_global_id(0);\n    ")
         + "\n    ".join(body) + "\n"
         + "    " + store(odt, "out", oat, expr) + "\n"
         + "}\n"

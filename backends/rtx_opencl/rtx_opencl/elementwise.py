@@ -58,14 +58,21 @@ def elementwise_plan(op: str, expr: str, out: View, ins: list[Any], in_dtypes: l
     dev = out.buffer.dev
     views = [v for v in ins if type(v) is View]
     lay, dims, sts = L.plan(out, views)
+    if lay == "s":
+        dims, sts = L.split_last(dims, sts)
     rank = len(dims)
     layouts = tuple("k" if type(v) is not View else lay for v in ins)
     odt = out_dtype or out.dtype.name
-    key = (op, odt, *in_dtypes, lay + "".join(layouts), rank if lay == "s" else 0)
+    # strided, rank 2+: launched as (last dim, rows) where the last dim makes a
+    # work-group (L.row_ranges): the rows' index math once per group, not per element
+    row_launch = L.row_ranges(dims, dev.max_work_group) if lay == "s" and rank >= 2 else None
+    rows = row_launch is not None
+    key = (op, odt, *in_dtypes, lay + "".join(layouts), rank if lay == "s" else 0) + \
+        (("rows",) if rows else ())
 
     def make() -> tuple[str, list[str]]:
         return C.elementwise(op, expr, (odt, lay), list(zip(in_dtypes, layouts)),
-                             rank if lay == "s" else 1, prologue, ct, extra)
+                             rank if lay == "s" else 1, prologue, ct, extra, rows=rows)
 
     k = dev.programs.get(key)
     if k is None and family is None:
@@ -78,7 +85,8 @@ def elementwise_plan(op: str, expr: str, out: View, ins: list[Any], in_dtypes: l
         def maker(m: Member) -> Callable[[str], tuple[str, list[str]]]:
             return lambda name: C.elementwise(m[0], m[1], (m[3] or odt, lay),
                                               list(zip(in_dtypes, layouts)),
-                                              rank if lay == "s" else 1, m[2], ct, extra, name)
+                                              rank if lay == "s" else 1, m[2], ct, extra, name,
+                                              rows=rows)
 
         # (the program's key: the family and everything of this key but op and out dtype)
         program = (fname, odt if members[label][3] is None else None, *key[2:])
@@ -105,7 +113,7 @@ def elementwise_plan(op: str, expr: str, out: View, ins: list[Any], in_dtypes: l
         if m * C.WIDTH < n:
             steps.append((k, args, L.ranges(n - m * C.WIDTH, m * C.WIDTH)))
         return L.prepare(dev, steps)
-    return L.prepare(dev, [(k, args, L.ranges(n))])
+    return L.prepare(dev, [(k, args, row_launch or L.ranges(n))])
 
 
 def _dtype_of(v: Any, other: Any) -> str:

@@ -11,6 +11,8 @@ sets its buffers, offsets and scalars and enqueues.
 
 from __future__ import annotations
 
+from math import prod
+
 import struct
 from typing import Any, Callable
 
@@ -119,6 +121,37 @@ def ranges(n: int, start: int = 0) -> list[tuple[tuple[int], tuple[int], tuple[i
     if not main:
         return [((n,), (1,), None)]
     return [((main,), (LOCAL,), None)] + ([((n - main,), (1,), (main,))] if main != n else [])
+
+
+def split_last(dims: list[int], sts: list[list[int]]) -> tuple[list[int], list[list[int]]]:
+    """A strided layout whose last dim is longer than a work-group (``LOCAL``),
+    with that dim cut in two, (n / b, b), b its largest divisor from 8 to
+    ``LOCAL``, so that ``row_ranges`` can launch it by rows (unchanged where
+    there is none, or rank is 1: no index math to save)."""
+    last = dims[-1]
+    if len(dims) < 2 or last <= LOCAL:
+        return dims, sts
+    b = next((b for b in range(LOCAL, 7, -1) if last % b == 0), None)
+    if b is None:
+        return dims, sts
+    return dims[:-1] + [last // b, b], [s[:-1] + [s[-1] * b, s[-1]] for s in sts]
+
+
+def row_ranges(dims: list[int], max_group: int) -> list[tuple[tuple[int, ...], tuple[int, ...],
+                                                              None]] | None:
+    """The one 2-D launch of a strided elementwise kernel over ``dims`` (the
+    coalesced shape): global (last dim, rows), work-groups of the whole last dim
+    times the most rows (a power of two dividing them) that keep a group within
+    ``LOCAL`` items. None where the last dim is under 8 (groups that small cost
+    more than the index math they save) or over ``max_group``: the 1-D launch."""
+    last = dims[-1]
+    if last < 8 or last > max_group:
+        return None
+    rows = prod(dims[:-1])
+    k = 1
+    while last * k * 2 <= LOCAL and rows % (k * 2) == 0:
+        k *= 2
+    return [((last, rows), (last, k), None)]
 
 
 # -- prepared launches ----------------------------------------------------------------------
