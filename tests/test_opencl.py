@@ -175,6 +175,39 @@ def test_large_reductions_match_numpy(shape, axes) -> None:
     assert ints.sum().item() == int((a * 10).astype(np.int64).sum())
 
 
+@pytest.mark.parametrize("rows,k", [(1024, 17), (1024, 48), (300, 2048), (300, 2049), (7, 64)])
+def test_many_short_rows_reduce_one_a_work_item_on_a_cpu_device(rows, k) -> None:
+    # on PoCL, rows up to SERIAL_MAX with work for every core fold one a work item
+    # (a work-group's tree per row cost 15-25x); the values are NumPy's all the same
+    from rtx_opencl import reductions as RD
+
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((rows, k)).astype(np.float32)
+    a[1, 5] = np.nan  # NaN first-wins for the argmax, NaN for max and sum
+    a[2, 3] = a[2, 9] = 50.0  # a tie: the first index
+    t = rc.tensor(a, device="opencl")
+    ref = a.astype(np.float64)
+    ok = ~np.isnan(ref.sum(1))
+    np.testing.assert_allclose(t.sum(1).numpy()[ok], ref.sum(1)[ok], rtol=1e-5, atol=1e-4)
+    assert np.isnan(t.sum(1).numpy()[1]) and np.isnan(t.amax(1).numpy()[1])
+    np.testing.assert_array_equal(t.amax(1).numpy()[ok], a.max(1)[ok])
+    np.testing.assert_array_equal(t.argmax(1).numpy(), np.nanargmax(np.where(np.isnan(a), np.inf,
+                                                                             a), 1))
+    ints = (a[ok] * 100).astype(np.int64)
+    np.testing.assert_array_equal(rc.tensor(ints, device="opencl").sum(1).numpy(), ints.sum(1))
+    np.testing.assert_allclose(t.half().float().sum(1).numpy()[ok],
+                               a.astype(np.float16).astype(np.float64).sum(1)[ok],
+                               rtol=1e-3, atol=1e-2)
+    d = R.device(0)
+    # the kernel the sum ran: serial (one row a work item) or a group's tree
+    modes = {key[-1] for key in d.programs if isinstance(key, tuple) and len(key) >= 4
+             and key[0] == "sum" and key[1] == "float32"}
+    if d.is_cpu and k <= RD.SERIAL_MAX and rows >= 4 * d.compute_units:
+        assert "serial" in modes
+    if k > RD.SERIAL_MAX:
+        assert "rows" in modes  # a long contiguous row: a work-group's 8-lane folds
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int8", "float16", "bool"])
 @pytest.mark.parametrize("shape", [((70, 50), (50, 90)), ((3, 1, 20, 17), (4, 17, 33)),
                                    ((1, 600), (600, 700)), ((129, 5), (5, 3))])

@@ -41,6 +41,11 @@ REDUCE_INT = {"max": "(acc > v ? acc : v)", "min": "(acc < v ? acc : v)"}
 
 
 REDUCE_LOCAL = 128  # work-group size of tree reductions (a power of two)
+# On a CPU device, rows of up to this many elements, and enough of them to give
+# every core work, reduce one row a work item: a work-group's tree (seven
+# barriers, each a pass of the group's loop on PoCL) cost 15-25x the row's own
+# fold for the rows models have (a (1024, 48) row sum: 808 us against 38 us)
+SERIAL_MAX = 2048
 
 
 # -- OpenCL C ---------------------------------------------------------------------------
@@ -316,7 +321,8 @@ def _reduce_plan(op: str, out: View, x: View, axes: tuple[int, ...],
     # One work item per output when the reduction is short, or when outputs sit
     # side by side in x and the reduced elements don't. Otherwise a work-group
     # per output (or per part of one, for few long reductions).
-    if K <= 16 or (ist[-1] != 1 and xst[-1] == 1 and M >= 64):
+    if K <= 16 or (ist[-1] != 1 and xst[-1] == 1 and M >= 64) or \
+            (dev.is_cpu and K <= SERIAL_MAX and M >= 4 * dev.compute_units):
         mode = "serial"
     else:
         mode = "tree"

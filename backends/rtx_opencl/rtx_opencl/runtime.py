@@ -85,6 +85,8 @@ class Device:
         self.max_work_group = int(cl_device.max_work_group_size)
         self.compute_units = int(cl_device.max_compute_units)
         self.local_mem = int(cl_device.local_mem_size)
+        # a CPU driver (PoCL): work-groups are loops on a core, a barrier is costly
+        self.is_cpu = bool(cl_device.type & cl.device_type.CPU)
         self._ctx: Any = None
         self._queue: Any = None
         self._pool: Any = None
