@@ -14,17 +14,29 @@ on NumPy arrays, the output and im2col buffers preallocated, float32):
 one gradient asked for at a time. The ``im2col`` column is the kernels as they
 were before the layout work (im2col into (C*kh*kw, N*OH*OW), one matmul, a
 transposing copy; the input gradient as W^T @ g and ``kh * kw`` strided adds),
-kept here as the NumPy reference. One round runs each contender once per cell,
+kept here as the NumPy reference; the ``numpy`` column is today's kernels
+without their C loops (as where there is no C compiler). One round runs each contender once per cell,
 in an order that rotates from round to round; cells show the median ms and the
 ratio to PyTorch. The machine is often shared: read ratios, and rerun.
 
 Layers (the ones that reach the kernels; DCGAN's last 4x4 conv takes the
-core's dense path and its ConvTranspose2d layers the core's matmul + col2im):
+core's dense path):
 
 - ``sr1``..``sr4``: superres (ESPCN) on 16x1x32x32: 1-64 5x5, 64-64, 64-32, 32-9 3x3,
   stride 1, padding 'same' (``sr1``'s input gradient is not used by the model);
 - ``d1``..``d3``: DCGAN's discriminator on 32x1x32x32: 1-32, 32-64, 64-128, 4x4
-  stride 2 padding 1.
+  stride 2 padding 1;
+- ``g1``..``g4``: DCGAN's generator, as the conv each ConvTranspose2d is the
+  transpose of (its forward is that conv's ``dx``, its backward the conv's
+  ``fwd`` and ``dw``): 128-32 4x4 on 4x4 (nz 32 -> 128 at 1x1 -> 4x4), then
+  64-128, 32-64, 1-32 4x4 stride 2 padding 1;
+- ``c1``, ``c2``: the digits CNN on 64x1x8x8: 1-16 and 16-32 3x3 padding 1.
+
+Which C kernel runs where (``rtx_cpu.cconv``, float32 on AVX-512): the direct
+convolution for stride 1 and output rows of 16 or more (sr*); the implicit GEMM
+for the other forwards with 16 output channels and positions or more (d2, d3,
+g2-g4's fwd, c2), and for the other input gradients with 16 input channels (d2,
+d3's dx, g2, g3's dx); else the C im2col / col2im around BLAS.
 """
 
 from __future__ import annotations
@@ -55,7 +67,21 @@ if __name__ == "__main__":
 import numpy as np  # noqa: E402
 from numpy.lib.stride_tricks import as_strided  # noqa: E402
 
+import rtxcore  # noqa: E402
+from rtx_cpu import cconv  # noqa: E402
 from rtx_cpu import conv_kernels as K  # noqa: E402
+
+
+def _numpy_only(f: Callable[[], Any]) -> Callable[[], Any]:
+    """f with cconv's C loops unavailable: the kernels' NumPy forms."""
+    def run() -> Any:
+        funcs = cconv._load()
+        cconv._funcs = {}
+        try:
+            return f()
+        finally:
+            cconv._funcs = funcs
+    return run
 
 # name: (N, C, H, W, OC, k, stride, padding, dilation)
 LAYERS: dict[str, tuple[int, int, int, int, int, int, int, int, int]] = {
@@ -66,6 +92,12 @@ LAYERS: dict[str, tuple[int, int, int, int, int, int, int, int, int]] = {
     "d1": (32, 1, 32, 32, 32, 4, 2, 1, 1),
     "d2": (32, 32, 16, 16, 64, 4, 2, 1, 1),
     "d3": (32, 64, 8, 8, 128, 4, 2, 1, 1),
+    "g1": (32, 128, 4, 4, 32, 4, 1, 0, 1),
+    "g2": (32, 64, 8, 8, 128, 4, 2, 1, 1),
+    "g3": (32, 32, 16, 16, 64, 4, 2, 1, 1),
+    "g4": (32, 1, 32, 32, 32, 4, 2, 1, 1),
+    "c1": (64, 1, 8, 8, 16, 3, 1, 1, 1),
+    "c2": (64, 16, 4, 4, 32, 3, 1, 1, 1),
 }
 
 
@@ -159,6 +191,8 @@ def _cells(name: str, torch: Any) -> dict[str, dict[str, Callable[[], Any]]]:
         "dw": {"rtxcore": lambda: K.conv2d_weight_grad(dwt, g, cols),
                "im2col": lambda: ref_conv2d_weight_grad(dwt, g, ref_cols)},
     }
+    for calls in cells.values():
+        calls["numpy"] = _numpy_only(calls["rtxcore"])
     want: dict[str, np.ndarray] = {}
     if torch is not None:
         tx, tw, tb, tg = (torch.from_numpy(a) for a in (x, wt, bias, g))
@@ -173,7 +207,7 @@ def _cells(name: str, torch: Any) -> dict[str, dict[str, Callable[[], Any]]]:
                 "dw": cells["dw"]["torch"]()[1].numpy()}
     got = {"fwd": out, "dx": dx, "dw": dwt}
     for pas, calls in cells.items():
-        for who in ("im2col", "rtxcore"):
+        for who in ("im2col", "numpy", "rtxcore"):
             calls[who]()
             res = got[pas].copy()
             if pas not in want:
@@ -194,6 +228,7 @@ def main() -> None:
                     help="wall (perf_counter) or this process's CPU time (1 thread only)")
     ap.add_argument("--no-torch", action="store_true")
     args = ap.parse_args()
+    rtxcore.set_num_threads(args.threads)  # (the kernels' split of a batch)
     torch = None
     if not args.no_torch:
         try:
@@ -203,7 +238,7 @@ def main() -> None:
             torch = None
     clock = time.perf_counter if args.clock == "wall" else time.process_time
     names = [s for s in args.layers.split(",") if s]
-    who_all = ["rtxcore", "im2col"] + (["torch"] if torch is not None else [])
+    who_all = ["rtxcore", "numpy", "im2col"] + (["torch"] if torch is not None else [])
     print(f"conv2d kernels, float32, {args.threads} thread(s), median of {args.rounds} rounds "
           f"({args.clock} clock), ms" + ("; ratio = / torch" if torch is not None else ""))
     head = f"{'layer':6} {'pass':4} " + " ".join(f"{w:>9}" for w in who_all)
