@@ -16,6 +16,7 @@ from .elementwise import (arange, binary, cast, copy, empty, from_host, full, ge
 from .indexing import gather, index, masked_select, scatter_add
 from .matmul import matmul
 from .reductions import REDUCE, argreduction, reduction
+from .pool_kernels import KERNELS as POOL_KERNELS
 from .rnn_kernels import KERNELS as RNN_KERNELS
 
 KERNELS: dict[str, Callable[..., Any]] = {
@@ -30,3 +31,4 @@ KERNELS.update(argmax=argreduction("argmax"), argmin=argreduction("argmin"))
 KERNELS.update(gather=gather, index=index, scatter_add=scatter_add, masked_select=masked_select)
 KERNELS["matmul"] = matmul
 KERNELS.update(RNN_KERNELS)  # lstm_cell, gru_cell and their backwards
+KERNELS.update(POOL_KERNELS)  # max_pool2d_tiled and its backward
