@@ -18,6 +18,7 @@ from .matmul import matmul
 from .reductions import REDUCE, argreduction, reduction
 from .pool_kernels import KERNELS as POOL_KERNELS
 from .rnn_kernels import KERNELS as RNN_KERNELS
+from .row_kernels import KERNELS as ROW_KERNELS
 
 KERNELS: dict[str, Callable[..., Any]] = {
     "empty": empty, "from_host": from_host, "to_host": to_host, "full": full,
@@ -32,3 +33,4 @@ KERNELS.update(gather=gather, index=index, scatter_add=scatter_add, masked_selec
 KERNELS["matmul"] = matmul
 KERNELS.update(RNN_KERNELS)  # lstm_cell, gru_cell and their backwards
 KERNELS.update(POOL_KERNELS)  # max_pool2d_tiled and its backward
+KERNELS.update(ROW_KERNELS)  # softmax, log_softmax, layer_norm and their backwards
