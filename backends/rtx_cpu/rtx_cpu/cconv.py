@@ -175,6 +175,8 @@ void col2im_{S}({T} *dx, const {T} *d, int64_t ld, int64_t n0, int64_t n1, int64
                 int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t OH, int64_t OW,
                 int64_t sh, int64_t sw, int64_t pt, int64_t pl, int64_t dh, int64_t dw) {
     int64_t P = OH * OW;
+    int64_t sa[kw], sb[kw];  /* each j's span of ow */
+    for (int64_t j = 0; j < kw; j++) span_{S}(j * dw - pl, sw, W, OW, sa + j, sb + j);
     for (int64_t n = n0; n < n1; n++)
         for (int64_t c = 0; c < C; c++) {
             {T} *plane = dx + (n * C + c) * H * W;
@@ -182,8 +184,7 @@ void col2im_{S}({T} *dx, const {T} *d, int64_t ld, int64_t n0, int64_t n1, int64
             for (int64_t i = 0; i < kh; i++)
                 for (int64_t j = 0; j < kw; j++) {
                     const {T} *src = d + ((c * kh + i) * kw + j) * ld + (n - n0) * P;
-                    int64_t off = j * dw - pl, a, b;
-                    span_{S}(off, sw, W, OW, &a, &b);
+                    int64_t off = j * dw - pl, a = sa[j], b = sb[j];
                     for (int64_t oh = 0; oh < OH; oh++) {
                         int64_t ih = oh * sh + i * dh - pt;
                         if (ih < 0 || ih >= H) continue;
