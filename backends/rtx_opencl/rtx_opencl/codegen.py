@@ -45,7 +45,10 @@ UNARY = dict(CX.UNARY)
 # ten to fifty kernels each: erf's, a GELU's, was most of a GPT step's time)
 UNARY.update({"erf": ("erf(a)", None), "expm1": ("expm1(a)", None),
               "log1p": ("log1p(a)", None), "log2": ("log2(a)", None), "tan": ("tan(a)", None),
-              "sigmoid": ("(CT)1 / ((CT)1 + exp(-a))", None)})
+              "sigmoid": ("(CT)1 / ((CT)1 + exp(-a))", None),
+              "ceil": ("ceil(a)", None), "trunc": ("trunc(a)", None),
+              "round": ("rint(a)", None),  # (rint: to nearest, ties to even)
+              "isnan": ("ISNAN(a)", None), "isinf": ("(fabs(a) == INFINITY)", None)})
 BINARY = {**CX.BINARY, "pow": ("pow(a, b)", "ipow(a, b)"),
           "floor_divide": ("FLOORDIV(a, b)", None), "remainder": ("REMAINDER(a, b)", None)}
 # the float composites' macros (type-generic, so any CT of the program can use them)
