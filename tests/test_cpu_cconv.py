@@ -4,7 +4,8 @@ forms' arrays; the float32 direct convolution (stride 1) and the implicit GEMM
 (any stride; the input gradient by phases) give the float64 reference's values
 through ``conv_kernels`` on the paths the dispatch picks (checked by counting
 the calls), with channel and position tails, asymmetric padding, dilation and
-strides; the same bits on 1, 2 and 3 threads; the NumPy forms where there is no
+strides, and the weight gradient by the same tile over chunks of positions; the
+same bits on 1, 2 and 3 threads; the NumPy forms where there is no
 compiler or the operands do not fit; the wrappers refuse
 operands they do not take; gradcheck in float64 through rtxcore's conv2d and
 conv_transpose2d."""
@@ -264,7 +265,8 @@ _DX_FNS = {"direct": "direct_conv", "implicit": "implicit_input_grad"}
 def test_kernels_against_reference(monkeypatch, case, fwd, dxk):
     x, w, b, g = data(case, seed=4)
     _, (oc, kh, kw), stride, pads, dil = case
-    counts = spy(monkeypatch, ["direct_conv", "implicit_conv", "implicit_input_grad"])
+    counts = spy(monkeypatch, ["direct_conv", "implicit_conv", "implicit_input_grad",
+                               "implicit_weight_grad"])
     n, c, h, wd = x.shape
     oh, ow = out_hw(h, wd, kh, kw, stride, pads, dil)
     out = np.empty((n, oc, oh, ow), np.float32)
@@ -275,8 +277,10 @@ def test_kernels_against_reference(monkeypatch, case, fwd, dxk):
     dx = np.empty(x.shape, np.float32)
     K.conv2d_input_grad(dx, g, w, stride, pads, dil)
     used["input grad"] = {k for k, v in counts.items() if v}
+    counts.update(dict.fromkeys(counts, 0))
     dw = np.empty(w.shape, np.float32)
     K.conv2d_weight_grad(dw, g, cols)
+    used["weight grad"] = {k for k, v in counts.items() if v}
     close(out, ref_conv(x, w, b, stride, pads, dil), "forward")
     np.testing.assert_array_equal(cols, ref_cols(x, kh, kw, stride, pads, dil, oh, ow))
     rdx, rdw = ref_grads(x, w, g, stride, pads, dil)
@@ -284,8 +288,10 @@ def test_kernels_against_reference(monkeypatch, case, fwd, dxk):
     close(dw, rdw, "weight grad")
     if cconv.direct_available(np.float32):
         # the kernels the dispatch picked
+        wgrad = oc >= K._WGRAD_MIN_OC and c * kh * kw >= K._WGRAD_MIN_K
         assert used == {"forward": {_FNS[fwd]} if fwd else set(),
-                        "input grad": {_DX_FNS[dxk]} if dxk else set()}
+                        "input grad": {_DX_FNS[dxk]} if dxk else set(),
+                        "weight grad": {"implicit_weight_grad"} if wgrad else set()}
         # (without bias too)
         out2 = np.empty_like(out)
         K.conv2d(out2, cols, x, w, None, stride, pads, dil)
@@ -347,6 +353,36 @@ def test_operands_of_other_layouts():
     dx_cl = np.empty((n, h, wd, c), np.float32).transpose(0, 3, 1, 2)
     K.conv2d_input_grad(dx_cl, g, w, (1, 1), (1, 1, 1, 1), (1, 1))
     close(dx_cl, rdx, "channels-last dx")
+
+
+@pytest.mark.parametrize("k,oc,n,p", [(100, 40, 3, 700), (64, 16, 2, 1500), (150, 70, 5, 64)])
+def test_weight_grad_over_chunks_and_row_ranges(k, oc, n, p):
+    """The implicit weight gradient over several chunks of positions (accumulators
+    carried through, the last tile of rows short) against float64, and split into
+    ranges of rows anywhere: the same bits."""
+    if not cconv.direct_available(np.float32):
+        with pytest.raises(ValueError):
+            cconv.implicit_weight_grad(np.empty((1, k, 16), np.float32),
+                                       np.zeros((n, oc, p), np.float32),
+                                       np.zeros((k, n * p), np.float32), 1, 0, k)
+        return
+    rng = np.random.default_rng(10)
+    cols = rng.standard_normal((k, n * p)).astype(np.float32)
+    g = rng.standard_normal((n, oc, p)).astype(np.float32)
+    want = g.astype(np.float64).transpose(1, 0, 2).reshape(oc, -1) @ cols.astype(np.float64).T
+    for nv in (1, 2, 4):
+        chunks = -(-n * p // cconv.weight_grad_chunk(nv))
+        assert chunks > 1 or (n, p) == (5, 64)  # (the last case: one chunk)
+        blocks = -(-oc // (16 * nv))
+        whole = np.empty((blocks, k, 16 * nv), np.float32)
+        cconv.implicit_weight_grad(whole, g, cols, nv, 0, k)
+        got = whole.transpose(0, 2, 1).reshape(-1, k)
+        close(got[:oc], want, f"dw by {nv} vectors", 1e-5)
+        assert not got[oc:].any()  # zero past OC
+        split = np.empty_like(whole)
+        for lo, hi in ((0, 7), (7, k // 2), (k // 2, k)):
+            cconv.implicit_weight_grad(split, g, cols, nv, lo, hi)
+        np.testing.assert_array_equal(split, whole)
 
 
 # -- threads -------------------------------------------------------------------------------

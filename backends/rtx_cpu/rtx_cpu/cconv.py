@@ -403,13 +403,14 @@ void pack_t_v{NV}(float *dst, const float *w, int64_t OC, int64_t K) {
    the k-th row of the packed weight, wk[k][0 .. 16 * NV). tmp receives the tile,
    (R, 16 * NV). */
 static void itile_v{NV}(const float *const *xr, const int64_t *koff, const float *wk,
-                        int64_t K, const float *init, float *tmp) {
+                        int64_t K, const float *init, int64_t istride, float *tmp) {
     __m512 acc[{R}][{NV}];
 #pragma GCC unroll 16
     for (int r = 0; r < {R}; r++)
 #pragma GCC unroll 4
         for (int v = 0; v < {NV}; v++)
-            acc[r][v] = init ? _mm512_loadu_ps(init + 16 * v) : _mm512_setzero_ps();
+            acc[r][v] = init ? _mm512_loadu_ps(init + r * istride + 16 * v) :
+                _mm512_setzero_ps();
     for (int64_t k = 0; k < K; k++) {
         int64_t o = koff[k];
         __m512 w[{NV}];
@@ -471,7 +472,7 @@ int iconv_fwd_v{NV}(float *out, const float *x, const float *wpk, const float *b
                     int64_t q = p0 + (r < pr ? r : pr - 1);
                     xr[r] = xp + (q / OW) * sh * Ws + (q % OW) * sw;
                 }
-                itile_v{NV}(xr, koff, wpk + blk * K * CB, K, bpk ? bpk + blk * CB : 0, tmp);
+                itile_v{NV}(xr, koff, wpk + blk * K * CB, K, bpk ? bpk + blk * CB : 0, 0, tmp);
                 for (int64_t o = 0; o < ob; o++) {
                     float *d = out + (n * OC + o0 + o) * P + p0;
                     for (int64_t r = 0; r < pr; r++) d[r] = tmp[r * CB + o];
@@ -543,7 +544,7 @@ int iconv_bwd_v{NV}(float *dx, const float *g, const float *wph, float *gp, int6
                             xr[r] = gp + ((ih + pt) / sh) * Wg + (iw + pl) / sw;
                         }
                         if (K > 0) {
-                            itile_v{NV}(xr, koff, wk, K, 0, tmp);
+                            itile_v{NV}(xr, koff, wk, K, 0, 0, tmp);
                         } else {
                             memset(tmp, 0, sizeof(tmp));
                         }
@@ -555,6 +556,63 @@ int iconv_bwd_v{NV}(float *dx, const float *g, const float *wph, float *gp, int6
                 }
                 row0 += K;
             }
+    }
+    return 1;
+#endif
+}
+
+/* float32 weight gradient (AVX-512; 0 where the machine lacks it): dwt[k][o] (K rows
+   of 16 * NV * blocks, zero past OC) = the sum over positions q (image by image, in
+   order) of cols[k][q] * g[n, o, p], q = n * P + p, one fused multiply-add a term,
+   for the rows k in [k0, k1). The positions are taken Q at a time: gt holds their g
+   transposed, (Q, 16 * NV), and each tile of R rows of cols carries its
+   accumulators from chunk to chunk through dwt. koff: Q int64s. */
+int iwgrad_v{NV}(float *dwt, const float *cols, int64_t ld, const float *g, float *gt,
+                 int64_t *koff, int64_t N, int64_t OC, int64_t P, int64_t K, int64_t Q,
+                 int64_t k0, int64_t k1) {
+#ifndef __AVX512F__
+    return 0;
+#else
+    const int64_t CB = 16 * {NV}, nblk = (OC + CB - 1) / CB, NP = N * P;
+    float tmp[{R} * 16 * {NV}];
+    const float *xr[{R}];
+    for (int64_t q = 0; q < Q; q++) koff[q] = q;
+    for (int64_t blk = 0; blk < nblk; blk++) {
+        int64_t o0 = blk * CB, ob = OC - o0 < CB ? OC - o0 : CB;
+        for (int64_t q0 = 0; q0 < NP; q0 += Q) {
+            int64_t qn = NP - q0 < Q ? NP - q0 : Q;
+            /* g's channels o0.. of positions q0 .. q0 + qn, transposed (image
+               segments, a channel's run read at a stretch) */
+            for (int64_t q = 0; q < qn;) {
+                int64_t n = (q0 + q) / P, p = (q0 + q) % P;
+                int64_t run = P - p < qn - q ? P - p : qn - q;
+                for (int64_t o = 0; o < CB; o++) {
+                    float *d = gt + q * CB + o;
+                    if (o < ob) {
+                        const float *src = g + (n * OC + o0 + o) * P + p;
+                        for (int64_t t = 0; t < run; t++) d[t * CB] = src[t];
+                    } else {
+                        for (int64_t t = 0; t < run; t++) d[t * CB] = 0.0f;
+                    }
+                }
+                q += run;
+            }
+            for (int64_t kt = k0; kt < k1; kt += {R}) {
+                int64_t kr = k1 - kt < {R} ? k1 - kt : {R};
+                for (int r = 0; r < {R}; r++)
+                    xr[r] = cols + (kt + (r < kr ? r : kr - 1)) * ld + q0;
+                float *acc = dwt + (blk * K + kt) * CB;
+                if (q0 > 0 && kr < {R}) {  /* the tail tile: its accumulators padded */
+                    memcpy(tmp, acc, (size_t)(kr * CB) * sizeof(float));
+                    for (int64_t r = kr; r < {R}; r++)
+                        memcpy(tmp + r * CB, acc + (kr - 1) * CB, (size_t)CB * sizeof(float));
+                    itile_v{NV}(xr, koff, gt, qn, tmp, CB, tmp);
+                } else {
+                    itile_v{NV}(xr, koff, gt, qn, q0 > 0 ? acc : 0, CB, tmp);
+                }
+                memcpy(acc, tmp, (size_t)(kr * CB) * sizeof(float));
+            }
+        }
     }
     return 1;
 #endif
@@ -622,6 +680,10 @@ def _load() -> dict[tuple[str, np.dtype], Any]:
                         fn = getattr(lib, f"iconv_bwd_v{v}")
                         fn.argtypes, fn.restype = [_P] * 5 + [_I] * 14, ctypes.c_int
                         funcs[f"ibwd{v}", np.dtype(np.float32)] = fn
+                        fn = getattr(lib, f"iwgrad_v{v}")
+                        fn.argtypes, fn.restype = [_P, _P, _I, _P, _P, _P] + [_I] * 7, \
+                            ctypes.c_int
+                        funcs[f"iwgrad{v}", np.dtype(np.float32)] = fn
                         fn = getattr(lib, f"pack_t_v{v}")
                         fn.argtypes, fn.restype = [_P] * 2 + [_I] * 2, None
                         funcs[f"pack{v}", np.dtype(np.float32)] = fn
@@ -854,8 +916,8 @@ def vectors(c: int, positions: int = 0) -> int:
     padding (a run's last tile, the last block's channels), weighed by its cost."""
     def cost(tile: tuple[int, int]) -> float:
         v, r = tile
-        pos = -(-positions // r) * r if positions else r
-        return pos / max(positions, 1) * -(-c // (16 * v)) * 16 * v * _TILE_COST[v]
+        waste = -(-positions // r) * r / positions if positions else 1.0
+        return waste * -(-c // (16 * v)) * 16 * v * _TILE_COST[v]
     return min(TILES, key=cost)[0]
 
 
@@ -947,3 +1009,35 @@ def pack_weight(weight: np.ndarray, nv: int) -> np.ndarray:
     dst = np.empty((nblk, k, 16 * nv), np.float32)
     _fn(f"pack{nv}", np.dtype(np.float32))(dst.ctypes.data, w2.ctypes.data, oc, k)
     return dst
+
+
+def weight_grad_chunk(nv: int) -> int:
+    """Positions a chunk of ``implicit_weight_grad`` (its transposed g: 64 KiB)."""
+    return (1 << 14) // (16 * nv)
+
+
+def implicit_weight_grad(dwt: np.ndarray, g: np.ndarray, cols: np.ndarray, nv: int,
+                         k0: int, k1: int) -> None:
+    """dwt[:, k0:k1] ((blocks, K, 16 * nv), float32) = cols[k0:k1] @ g's (N*P, OC)
+    transpose, blocks of 16 * nv channels (zero past OC): the weight gradient
+    transposed, by the implicit GEMM's tile (the reduction over positions in
+    order, image by image)."""
+    dt = np.dtype(np.float32)
+    if not direct_available(dt):
+        raise ValueError("cconv: the implicit weight gradient takes float32 on AVX-512")
+    n, oc = g.shape[:2]
+    p = int(np.prod(g.shape[2:], dtype=np.int64))
+    _check_images(g, dt, tuple(g.shape[1:]), n, "g")
+    k = cols.shape[0]
+    ld = _check_matrix(cols, dt, k, n * p, "cols")
+    nblk = -(-oc // (16 * nv))
+    if dwt.dtype != dt or not dwt.flags.c_contiguous or dwt.shape != (nblk, k, 16 * nv) or \
+            not dwt.flags.writeable or not 0 <= k0 <= k1 <= k:
+        raise ValueError(f"cconv: dwt {dwt.shape} does not fit")
+    q = weight_grad_chunk(nv)
+    gt = np.empty(q * 16 * nv, dt)
+    koff = np.empty(q, np.int64)
+    done = _fn(f"iwgrad{nv}", dt)(dwt.ctypes.data, cols.ctypes.data, ld, g.ctypes.data,
+                                  gt.ctypes.data, koff.ctypes.data, n, oc, p, k, q, k0, k1)
+    if done != 1:
+        raise RuntimeError("cconv: the implicit weight gradient did not run")
