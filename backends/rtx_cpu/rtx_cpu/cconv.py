@@ -25,6 +25,23 @@ threads runs these copies on both cores too.
   positions) result into (N, OC, OH, OW), with the bias added (``y + b``, one
   add, as NumPy's); ``nchw_to_cols`` the other way ((N, OC, P) to (OC, N*P)).
 
+And in float32, with AVX-512 (``direct_available``; each kernel returns 0,
+writing nothing, where the compiler did not target it), the products
+themselves, with fused multiply-adds (the BLAS products round alike: the values
+agree with the NumPy forms' to float32's precision, not bit for bit):
+
+- ``direct_conv``: stride 1; an output row's 32 positions (two vectors) by a
+  block of 4, 8 or 12 output channels, the sum over (c, i, j) in order;
+- ``implicit_conv``: any stride; 16-64 channels (1-4 vectors) by 6-16
+  positions a tile, each step a row of the packed weight times each position's
+  input value (an offsets table into the padded image);
+- ``implicit_input_grad``: the input gradient by the same tile over the input's
+  channels, the positions grouped by their phase modulo the stride so that
+  each takes only the kernel taps that reach it;
+- ``implicit_weight_grad``: the same tile with the positions as the reduction
+  (g transposed a chunk at a time), rows of cols by output channels;
+- ``im2col`` by gathers where the output rows are short or strided.
+
 Only ints and pointers cross into C, the source is fixed text, and every
 wrapper checks the arrays' dtypes, layouts and sizes before a pointer is
 passed; where there is no compiler (or ``RTX_CPU_CC=0``), a compile failed or

@@ -41,6 +41,29 @@ thread, so the same bits.
 
 float16 multiplies in float32 (NumPy has no half-precision BLAS) and is rounded
 once, where it is written.
+
+Where ``cconv``'s C loops are compiled (float32 and float64), the copies above
+are C loops instead (im2col straight into cols, the transpositions, col2im's
+adds); and in float32, on a machine with AVX-512, the products are C kernels of
+``cconv`` with fused multiply-adds, which run at about the FMA units' rate and
+need no im2col of their own (cols is still written, by non-temporal stores):
+
+- stride 1 with output rows of 16 positions or more (superres): a direct
+  convolution, 32 positions of a row by a block of 4-12 output channels in
+  registers, for the forward and, as the correlation of g with the flipped
+  weight, the input gradient (superres' 64-64 layer: forward 22 -> 14 ms,
+  input gradient 16 -> 12 ms at one thread; PyTorch 12 and 12);
+- otherwise from 16 output channels and positions (DCGAN's stride-2 layers):
+  an implicit GEMM vectorized over channels, 6-16 positions by 16-64 channels
+  a tile, reading the padded image through an offsets table; the input
+  gradient by phases of the stride, each input position taking only the taps
+  that reach it (DCGAN's 32-64 layer: forward 3.1 -> 2.3 ms, input gradient
+  2.8 -> 2.1);
+- the weight gradient from 16 output channels and 64 rows of cols: the same
+  tile with the positions as its reduction (superres' 64-64: 15.2 -> 12.4 ms).
+
+Each runs an image (the weight gradient: a range of rows of cols) at a time,
+so the split over the threads gives the same bits as one thread.
 """
 
 from __future__ import annotations
