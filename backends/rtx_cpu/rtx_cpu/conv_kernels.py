@@ -442,8 +442,12 @@ def conv2d(out: np.ndarray, cols: np.ndarray, x: np.ndarray, weight: np.ndarray,
     """out (N, OC, OH, OW) = weight (OC, C, kh, kw) cross-correlated with x (N, C, H, W)
     padded by ``padding`` (top, bottom, left, right) with zeros, plus bias (OC,);
     cols (C*kh*kw, N*OH*OW) receives the im2col matrix (the weight gradient's input).
-    Stride 1 with 32 output and 16 input channels or more: the product
-    positions-major (``_conv2d_rows``), else ``W @ cols`` (``_conv2d_cols``)."""
+    With cconv's loops (float32/float64, a C compiler): the direct convolution
+    (float32, stride 1, rows of 16 or more), else the implicit GEMM (float32, 16
+    output channels, positions and steps or more), else cconv's im2col around
+    BLAS (16 positions or more), else NumPy's. Without: stride 1 with 32 output
+    and 16 input channels or more, the product positions-major
+    (``_conv2d_rows``), else ``W @ cols`` (``_conv2d_cols``)."""
     rows_major = tuple(stride) == (1, 1) and weight.shape[0] >= _ROWS_MIN_OC and \
         weight.shape[1] >= _ROWS_MIN_C
     if _c_ready(x, weight, bias, out, cols) and _c_writable(out) and \
