@@ -204,6 +204,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=64, help="DDP per-rank batch")
     ap.add_argument("--jobs", type=int, default=3, help="DDP jobs per world size")
     ap.add_argument("--bucket-mb", type=float, default=25.0, help="DDP bucket_cap_mb")
+    ap.add_argument("--view", action="store_true",
+                    help="DDP(gradient_as_bucket_view=True) in --part overlap")
     ap.add_argument("--rank", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.rank is not None:
@@ -304,7 +306,7 @@ def overlap_table(a: argparse.Namespace) -> None:
             os.environ.update(link)
             try:
                 lines = launch(2, "ddp", str(params), str(a.batch), str(steps), str(a.bucket_mb),
-                               sync, "sim", ov)
+                               sync, "sim", ov, "view" if a.view else "copy")
             finally:
                 for k in link:
                     os.environ.pop(k, None)
