@@ -71,3 +71,21 @@ def supports(device: str, dtype) -> bool:
     import rtxcore
 
     return rtxcore.device(device).supports(dtype)
+
+
+@pytest.fixture
+def submitted(monkeypatch):
+    """The (first, end) of each run of rows or blocks handed to rtx_cpu's pool
+    (test_cpu_backend.py, test_cpu_ckernels.py)."""
+    from rtx_cpu import fused
+
+    runs = []
+    real_pool = fused.pool
+
+    class Spy:
+        def submit(self, *a, **k):
+            runs.append(a[1:])
+            return real_pool().submit(*a, **k)
+
+    monkeypatch.setattr(fused, "pool", lambda: Spy())
+    return runs

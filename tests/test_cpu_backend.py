@@ -153,23 +153,6 @@ def test_layer_norm_in_blocks_other_dtypes(small_ln_blocks, x_dt, out_dt):
         np.testing.assert_allclose(g, e, rtol=tol, atol=tol * np.abs(e).max())
 
 
-@pytest.fixture
-def submitted(monkeypatch):
-    """The (first, end) of each run of rows or blocks handed to rtx_cpu's pool."""
-    from rtx_cpu import fused
-
-    runs = []
-    real_pool = fused.pool
-
-    class Spy:
-        def submit(self, *a, **k):
-            runs.append(a[1:])
-            return real_pool().submit(*a, **k)
-
-    monkeypatch.setattr(fused, "pool", lambda: Spy())
-    return runs
-
-
 def test_layer_norm_gives_the_same_bits_on_any_thread_count(small_ln_blocks, submitted,
                                                            monkeypatch):
     rng = np.random.default_rng(5)

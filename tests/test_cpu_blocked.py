@@ -19,7 +19,6 @@ pytest.importorskip("rtx_cpu")
 from rtx_cpu import erf_kernels as EK  # noqa: E402
 from rtx_cpu import softmax_kernels as SK  # noqa: E402
 
-from .test_cpu_backend import submitted  # noqa: E402,F401  (the pool's runs, a fixture)
 from .test_cpu_threads import THREADS, _on_threads, _same_bits  # noqa: E402
 
 EPS32 = float(np.finfo(np.float32).eps)

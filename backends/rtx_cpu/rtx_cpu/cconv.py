@@ -58,7 +58,7 @@ import numpy as np
 
 from . import cfused
 
-_TYPES = {np.dtype(np.float32): ("f32", "float"), np.dtype(np.float64): ("f64", "double")}
+_TYPES = cfused.FLOAT_TYPES
 
 _TEMPLATE = r"""
 /* the ow range [*a, *b) whose input column ow * sw + off lies in [0, W) */
@@ -677,11 +677,7 @@ def _load() -> dict[tuple[str, np.dtype], Any]:
                 lib = None if cfused._compiler() is None else \
                     cfused.library(SOURCE, "the conv2d copies")
                 if lib is not None:
-                    for dt, (suffix, _) in _TYPES.items():
-                        for fname, (args, res) in _SIGNATURES.items():
-                            fn = getattr(lib, f"{fname}_{suffix}")
-                            fn.argtypes, fn.restype = args, res
-                            funcs[fname, dt] = fn
+                    funcs.update(cfused.typed_functions(lib, _SIGNATURES))
                     fn = lib.im2col_gather_f32
                     fn.argtypes, fn.restype = [_P, _I, _P] + _GEOM + [_I, _I, _P, _P], \
                         ctypes.c_int

@@ -246,6 +246,24 @@ def library(src: str, what: str) -> Any:
         return lib
 
 
+# the float types of the fixed C sources (ckernels, cconv): dtype -> (function
+# name suffix, C type); their templates are written once per entry
+FLOAT_TYPES = {np.dtype(np.float32): ("f32", "float"), np.dtype(np.float64): ("f64", "double")}
+
+
+def typed_functions(lib: Any, signatures: dict[str, tuple[list[Any], Any]]
+                    ) -> dict[tuple[str, np.dtype], Any]:
+    """{(name, dtype): function} of ``lib`` for every ``name`` in ``signatures``
+    ((argtypes, restype)) and every float type: ``<name>_f32``, ``<name>_f64``."""
+    funcs: dict[tuple[str, np.dtype], Any] = {}
+    for dt, (suffix, _) in FLOAT_TYPES.items():
+        for name, (args, res) in signatures.items():
+            fn = getattr(lib, f"{name}_{suffix}")
+            fn.argtypes, fn.restype = args, res
+            funcs[name, dt] = fn
+    return funcs
+
+
 def _build(src: str) -> Any:
     """The ``run`` function of a fused group's source, compiled once per process."""
     lib = library(src, "a fused group")

@@ -40,7 +40,7 @@ import numpy as np
 
 from . import cfused, fused
 
-_TYPES = {np.dtype(np.float32): ("f32", "float"), np.dtype(np.float64): ("f64", "double")}
+_TYPES = cfused.FLOAT_TYPES
 
 _TEMPLATE = r"""
 void ln_fwd_{S}({T} *out, {T} *mean, {T} *rstd, const {T} *x, const {T} *w, const {T} *b,
@@ -203,16 +203,9 @@ def function(name: str, dtype: np.dtype) -> Any:
     if _funcs is None:
         with _lock:
             if _funcs is None:
-                funcs: dict[tuple[str, np.dtype], Any] = {}
                 lib = None if cfused._compiler() is None else \
                     cfused.library(SOURCE, "layer_norm and max_pool2d")
-                if lib is not None:
-                    for dt, (suffix, _) in _TYPES.items():
-                        for fname, (args, res) in _SIGNATURES.items():
-                            fn = getattr(lib, f"{fname}_{suffix}")
-                            fn.argtypes, fn.restype = args, res
-                            funcs[fname, dt] = fn
-                _funcs = funcs
+                _funcs = {} if lib is None else cfused.typed_functions(lib, _SIGNATURES)
     return _funcs.get((name, dtype))
 
 
@@ -234,18 +227,7 @@ def _ptr(a: np.ndarray | None) -> int | None:
 def _split(units: int, size: int, run: Callable[[int, int], Any]) -> list[Any]:
     """``run(lo, hi)`` over ``range(units)``, a contiguous run a thread for inputs
     of ``PARALLEL_MIN`` elements or more; the results in order."""
-    parts = min(fused.threads(), units) if size >= PARALLEL_MIN else 1
-    if parts <= 1 or threading.current_thread().name.startswith("rtx-cpu-fused"):
-        return [run(0, units)]
-    step = -(-units // parts)
-    futures = []
-    try:  # (every piece handed out is waited for, whatever fails: it writes through
-        for lo in range(step, units, step):  # raw pointers)
-            futures.append(fused.pool().submit(run, lo, min(lo + step, units)))
-        first = run(0, min(step, units))
-    finally:
-        rest = [f.result() for f in futures]
-    return [first, *rest]
+    return fused.split(units, run, size >= PARALLEL_MIN)
 
 
 def layer_norm(out: np.ndarray, mean: np.ndarray, rstd: np.ndarray, x: np.ndarray,

@@ -176,6 +176,27 @@ def threads() -> int:
     return requested_threads() or _CPUS
 
 
+def split(units: int, run: Callable[[int, int], Any], parallel: bool) -> list[Any]:
+    """``run(lo, hi)`` over ``range(units)`` in contiguous runs, one a thread of
+    ``threads()`` where ``parallel`` (never from one of the pool's own threads: it
+    would wait on its own pool); the runs' results in order. Every run handed
+    out is waited for, whatever fails (the C loops write through raw pointers)."""
+    import threading
+
+    parts = min(threads(), units) if parallel else 1
+    if parts <= 1 or threading.current_thread().name.startswith("rtx-cpu-fused"):
+        return [run(0, units)]
+    step = -(-units // parts)
+    futures = []
+    try:
+        for lo in range(step, units, step):
+            futures.append(pool().submit(run, lo, min(lo + step, units)))
+        first = run(0, min(step, units))
+    finally:
+        rest = [f.result() for f in futures]
+    return [first, *rest]
+
+
 def pool() -> Any:
     """The backend's worker threads (7: with the calling thread, ``threads()``'
     most), made at first use; shared by fused groups and blocked kernels

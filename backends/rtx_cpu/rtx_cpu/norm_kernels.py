@@ -6,7 +6,6 @@ rtx_cpu's kernels for the ``layer_norm`` and ``layer_norm_backward`` composites
 
 from __future__ import annotations
 
-import threading
 from typing import Any, Callable
 
 import numpy as np
@@ -146,24 +145,11 @@ def _ln_param(p: np.ndarray | None, cdt: np.dtype) -> np.ndarray | None:
 
 def split(units: int, size: int, run: Callable[[int, int], None],
           parallel_min: int | None = None) -> None:
-    """``run(lo, hi)`` over ``range(units)`` in contiguous runs, one a thread of
-    ``fused.threads()`` for inputs of ``parallel_min`` (default ``_LN_PARALLEL_MIN``)
-    elements or more (never from one of the pool's own threads: it would wait on
-    its own pool). The blocked kernels of ``softmax_kernels`` and ``erf_kernels``
-    share it."""
+    """``fused.split`` for an input of ``size`` elements: over the threads from
+    ``parallel_min`` (default ``_LN_PARALLEL_MIN``) elements. The blocked
+    kernels of ``softmax_kernels`` and ``erf_kernels`` share it."""
     least = _LN_PARALLEL_MIN if parallel_min is None else parallel_min
-    parts = min(fused.threads(), units) if size >= least else 1
-    if parts <= 1 or threading.current_thread().name.startswith("rtx-cpu-fused"):
-        run(0, units)
-        return
-    step = -(-units // parts)
-    futures = [fused.pool().submit(run, lo, min(lo + step, units))
-               for lo in range(step, units, step)]
-    try:
-        run(0, step)
-    finally:
-        for f in futures:
-            f.result()
+    fused.split(units, run, size >= least)
 
 
 def layer_norm(out: np.ndarray, mean: np.ndarray, rstd: np.ndarray, x: np.ndarray,
