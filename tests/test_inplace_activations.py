@@ -138,3 +138,57 @@ def test_inplace_matches_pytorch(name):
     tol = 1e-7 if name == "celu" else 1e-10
     np.testing.assert_allclose(xr.grad.numpy(), xt.grad.numpy(), rtol=tol, atol=1e-12)
     np.testing.assert_allclose(wr.grad.numpy(), wt.grad.numpy(), rtol=tol, atol=1e-12)
+
+
+# -- leaky_relu: one node, its gradient read off the output ------------------------
+
+SPECIAL = np.array([-3.0, -0.5, -0.0, 0.0, 1e-40, -1e-40, 0.5, 2.0, 3e38, -3e38,
+                    np.inf, -np.inf, np.nan], np.float32)
+
+
+@pytest.mark.parametrize("slope", [0.01, 0.2, 1.0, 3.0, 1e-30])
+def test_leaky_relu_bits_equal_the_branch_form(device, slope):
+    # max(x, s x) / min(x, s x) against x > 0 ? x : s x, signed zeros, subnormals,
+    # overflow, inf and NaN included
+    with np.errstate(over="ignore"):
+        want = np.where(SPECIAL > 0, SPECIAL, SPECIAL * np.float32(slope))
+    got = F.leaky_relu(rc.tensor(SPECIAL, device=device), slope).cpu().numpy()
+    assert np.array_equal(np.signbit(got), np.signbit(want))
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("slope", [0.2, 3.0])
+def test_leaky_relu_is_one_node_and_gradchecks_twice(slope):
+    x = rc.tensor(X, requires_grad=True)
+    y = F.leaky_relu(x, slope)
+    # one node, straight on the leaf (PyTorch's name for it)
+    assert y.grad_fn.name() == "LeakyReluBackward"
+    assert type(y.grad_fn.next_functions[0][0]).__name__ == "AccumulateGrad"
+    assert gradcheck(lambda a: F.leaky_relu(a, slope), (x,))
+    assert rc.autograd.gradgradcheck(lambda a: F.leaky_relu(a, slope) * a, (x,))
+    # at 0 the gradient is the slope, as PyTorch's
+    z = rc.tensor([0.0, -0.0], dtype=rc.float64, requires_grad=True)
+    F.leaky_relu(z, slope).sum().backward()
+    np.testing.assert_array_equal(z.grad.numpy(), [slope, slope])
+
+
+def test_leaky_relu_in_place_needs_no_copy_of_its_input():
+    from rtxcore import profiler
+
+    a = rc.tensor(X, requires_grad=True)
+    h = a * 1.0
+    with profiler.profile() as prof:
+        F.leaky_relu(h, 0.2, inplace=True)
+    # s x, max, the write back: no clone of the input for the backward, no mask
+    kernels = [e.name for e in prof.events() if e.name.startswith("cpu::")]
+    assert [k for k in kernels if k != "cpu::empty"] == ["cpu::mul", "cpu::maximum", "cpu::copy"]
+    h.sum().backward()
+    np.testing.assert_array_equal(a.grad.numpy(), np.where(X > 0, 1.0, 0.2))
+
+
+@pytest.mark.parametrize("slope", [0.0, -0.5])
+def test_leaky_relu_without_a_positive_slope_keeps_the_branch_form(slope):
+    x = rc.tensor(X, requires_grad=True)
+    assert gradcheck(lambda a: F.leaky_relu(a, slope), (x,))
+    np.testing.assert_array_equal(F.leaky_relu(x, slope).detach().numpy(),
+                                  np.where(X > 0, X, slope * X))

@@ -123,6 +123,16 @@ def relu(x: Tensor) -> Tensor:
     return _maximum(x, zeros_scalar_like(x))
 
 
+@differentiable("leaky_relu")
+def leaky_relu(x: Tensor, negative_slope: float) -> Tensor:
+    """``x`` where positive, else ``negative_slope * x``, for a float ``x`` and a
+    slope in (0, inf): one recorded node whose gradient reads the output (its
+    sign is the input's), so the in-place twin needs no copy of the input. Two
+    kernels, no mask: ``max(x, s x)`` for ``s <= 1``, ``min(x, s x)`` above."""
+    xs = mul(x, negative_slope)
+    return maximum(x, xs) if negative_slope <= 1.0 else minimum(x, xs)
+
+
 @differentiable("erf")
 def erf(x: Tensor) -> Tensor:
     r = _composite_unary("erf", x)
@@ -362,7 +372,7 @@ def lerp_(x: Tensor, end: Tensor, weight: Any) -> Tensor:
 
 # the other in-place twins: compute, then write back. Those of the OpSpecs here,
 # and of the ops built here without a kernel of their own.
-write_back_twins(globals(), ("rsqrt", "relu", "nan_to_num", "square"))
+write_back_twins(globals(), ("rsqrt", "relu", "nan_to_num", "square", "leaky_relu"))
 _COPY_BACK = copy_back_twins(globals(), ("frac", "fmod"))
 
 

@@ -106,6 +106,13 @@ def _relu(ctx: Node, g: Tensor) -> Any:
     return _where(E.gt(ctx.output, 0), g, 0.0)
 
 
+@rule("leaky_relu", output=True)
+def _leaky_relu(ctx: Node, g: Tensor) -> Any:
+    # the slope is positive (the front-end's condition): the output's sign is the
+    # input's; at 0 the slope, as PyTorch
+    return _where(E.gt(ctx.output, 0), g, E.mul(g, arg(ctx, 0, "negative_slope")))
+
+
 @rule("erf", save=(0,))
 def _erf(ctx: Node, g: Tensor) -> Any:
     x = ctx.saved[0]

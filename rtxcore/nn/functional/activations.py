@@ -69,7 +69,12 @@ def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0,
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
-    return _activate(input, lambda x: E.where(x > 0, x, x * negative_slope), inplace)
+    s = negative_slope
+    if isinstance(input, Tensor) and input.dtype.is_floating_point and \
+            isinstance(s, (int, float)) and 0.0 < s < float("inf"):
+        # one node, its gradient read off the output (in place too: no copy)
+        return E.leaky_relu_(input, float(s)) if inplace else E.leaky_relu(input, float(s))
+    return _activate(input, lambda x: E.where(x > 0, x, x * s), inplace)
 
 
 def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
