@@ -144,21 +144,42 @@ def _pack_kernels(w: Any, ctype: str, acc: str) -> None:
     """Write (``w``, a line at a time) ``pack_b`` and the kernel that reads its panels."""
     RM, RV, BN = _tile(acc)
     A8 = f"{acc}8"
+    A8u = f"{ctype}8u"
+    full = "\n".join(
+        f"            *(__global {A8}*)(dst + {8 * v}) = {_cvt(acc, ctype, f'*(__global const {A8u}*)(src + {8 * v})', 8)};"
+        for v in range(RV))
     w(f"""/* Pack b (any strides) into column panels of width {BN}:
    pk[((bt * npan + p) * k + kk) * {BN} + j] = b[bt, kk, p*{BN} + j]  (0 past m).
    Gives the matmul unit-stride, aligned, TLB-friendly streaming of b and
-   removes the column-edge special case. */
+   removes the column-edge special case. A work item copies PK={PACK_K} rows of
+   one panel: vector copies where b's columns are contiguous, else element by
+   element, each row's {BN} columns in turn (a transposed b: each column's
+   cache line serves the PK rows). */
 __kernel void pack_b(__global {acc}* restrict pk,
         __global const {ctype}* restrict b, long b_off, long bs0, long bs1, long bs2,
         int k, int m)
 {{
-    const int j = get_global_id(0), kk = get_global_id(1);
+    const int pan = get_global_id(0), kk0 = get_global_id(1) * {PACK_K};
     const long bt = get_global_id(2);
     const int npan = (m + {BN - 1}) / {BN};
-    if (kk >= k || j >= npan * {BN}) return;
-    {ctype} v = 0;
-    if (j < m) v = b[b_off + bt * bs0 + kk * bs1 + j * bs2];
-    pk[((bt * npan + j / {BN}) * k + kk) * {BN} + j % {BN}] = {_cvt(acc, ctype, "v")};
+    if (kk0 >= k) return;
+    const int col0 = pan * {BN};
+    const int nk = k - kk0 < {PACK_K} ? k - kk0 : {PACK_K};
+    __global const {ctype}* src = b + b_off + bt * bs0 + (long)kk0 * bs1 + (long)col0 * bs2;
+    __global {acc}* dst = pk + ((bt * npan + pan) * (long)k + kk0) * {BN};
+    if (bs2 == 1 && col0 + {BN} <= m) {{
+        for (int r = 0; r < nk; ++r) {{
+{full}
+            src += bs1;  dst += {BN};
+        }}
+    }} else {{
+        const int nc = m - col0 < {BN} ? m - col0 : {BN};
+        for (int r = 0; r < nk; ++r) {{
+            for (int j = 0; j < {BN}; ++j)
+                dst[j] = j < nc ? {_cvt(acc, ctype, "src[j * bs2]")} : ({acc})(0);
+            src += bs1;  dst += {BN};
+        }}
+    }}
 }}
 """)
     w(f"__kernel void matmul_vecp(__global {ctype}* restrict out, long o_off, long os0, long os1, long os2,")
@@ -209,6 +230,7 @@ ARG_DTYPES = {
     "pack_b": [None, None, _I64, _I64, _I64, _I64, _I32, _I32],
     "matmul_vecp": [None] + [_I64] * 4 + [None] + [_I64] * 4 + [None, _I64] + [_I32] * 3,
 }
+PACK_K = 32            # rows of b per pack_b work item
 SMALL_N = 16            # fewer rows of a than this: don't pack b
 SMALL_B_BYTES = 1 << 19  # b up to this size stays in cache: don't pack it
 VEC_L1 = 8               # work-group (1, VEC_L1, 1) for the packed kernel. PoCL
@@ -236,7 +258,7 @@ def launch(dev: Any, kernels: dict[str, Any], itemsize: int,
     nbp = 1 if bst[0] == 0 else B  # a broadcast b is packed once
     panel = npan * BN * k
     scratch = dev.alloc(nbp * panel * itemsize, "matmul packing space")
-    kernels["pack_b"](q, (npan * BN, k, nbp), (BN, 1, 1), scratch.mem, bb, bo, *bst, k, m)
+    kernels["pack_b"](q, (npan, _ceil(k, PACK_K), nbp), (1, 1, 1), scratch.mem, bb, bo, *bst, k, m)
     gn = _ceil(_ceil(n, RM), VEC_L1) * VEC_L1
     kernels["matmul_vecp"](q, (npan, gn, B), (1, VEC_L1, 1), ob, oo, *ost, ab, ao, *ast,
                            scratch.mem, 0 if nbp == 1 else panel, n, k, m)
@@ -260,7 +282,7 @@ def _launch_plan(dev: Any, kernels: dict[str, Any], itemsize: int, ost: tuple, a
     # (operands: out, a, b, then the packing space)
     pstride = 0 if nbp == 1 else panel
     run = L.prepare(dev, [(kernels["pack_b"], [L.mem(3), L.view(2), *bst, k, m],
-                           [((npan * BN, k, nbp), (BN, 1, 1), None)]),
+                           [((npan, _ceil(k, PACK_K), nbp), (1, 1, 1), None)]),
                           (kernels["matmul_vecp"], [*sides, L.mem(3), pstride, n, k, m],
                            [((npan, gn, B), (1, VEC_L1, 1), None)])])
 
