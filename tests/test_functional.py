@@ -663,6 +663,20 @@ def test_batch_norm_training(device, shape, affine):
         close(rv, trv.numpy(), atol=1e-12)
 
 
+def test_batch_norm_training_is_one_node_that_differentiates_twice(device):
+    # the closed-form backward (one node) and, under create_graph, the statistics
+    # recomputed as recorded ops, so the gradient has a gradient
+    r = rng_(26)
+    x = T(r.standard_normal((3, 2, 2, 2)), device, rg=True)
+    w = T(r.standard_normal(2), device, rg=True)
+    b = T(r.standard_normal(2), device, rg=True)
+    y = F.batch_norm(x, None, None, w, b, training=True)
+    assert all(type(e[0]).__name__ == "AccumulateGrad" for e in y.grad_fn.next_functions[:3])
+    fn = projected(lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True))
+    assert gradgradcheck(fn, (x, w, b))
+    assert gradgradcheck(projected(lambda x: F.batch_norm(x, None, None, training=True)), (x,))
+
+
 def test_batch_norm_eval_and_no_running_stats(device):
     r = rng_(24)
     x = r.standard_normal((3, 2, 4))

@@ -177,6 +177,59 @@ class _LayerNorm(Function):
         return dx.reshape(shape), dw, db, None, None
 
 
+class _BatchNorm(Function):
+    """Training-mode batch_norm as one node: the batch statistics per channel (dim
+    1), then ``y = (x - mean) * (w * rstd) + b``; the backward the closed form
+    ``w rstd (g - mean(g) - xhat mean(g xhat))`` with ``dw = sum(g xhat)`` and
+    ``db = sum(g)`` (sums over every dim but 1) instead of the backward of each
+    step. Returns ``(y, mean, var)``, the statistics (biased variance) detached,
+    for the running averages. Under ``create_graph`` the backward recomputes the
+    statistics as recorded ops of the input, so it differentiates again."""
+
+    @staticmethod
+    def forward(ctx: Any, input: Tensor, weight: Tensor | None, bias: Tensor | None,
+                eps: float) -> Any:
+        dims = (0,) + tuple(range(2, input.ndim))
+        mean, xc, var = _moments(input, dims)
+        rstd = E.rsqrt(var + eps)
+        bshape = mean._shape
+        scale = rstd if weight is None else rstd * weight.reshape(bshape)
+        y = xc * scale
+        if bias is not None:
+            y = y.add_(bias.reshape(bshape))
+        ctx.save_for_backward(input, weight, mean, rstd)
+        ctx.mark_non_differentiable(mean, var)
+        ctx.set_materialize_grads(False)  # (no zeros made for the statistics' gradients)
+        return y, mean, var
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor, _gm: Any = None, _gv: Any = None) -> Any:
+        if g is None:
+            return None, None, None, None
+        input, weight, mean, rstd = ctx.saved_tensors
+        eps = ctx.args[3]
+        needs = ctx.needs_input_grad
+        dims = (0,) + tuple(range(2, input.ndim))
+        c = input._shape[1]
+        if _state.enabled:  # create_graph: the statistics as recorded ops of the input
+            mean, xc, var = _moments(input, dims)
+            rstd = E.rsqrt(var + eps)
+            xhat = xc * rstd
+        else:
+            xhat = (input - mean) * rstd
+        bshape = mean._shape
+        gsum = g.sum(dims, keepdim=True)
+        gxsum = (g * xhat).sum(dims, keepdim=True)
+        dx = None
+        if needs[0]:
+            count = input.numel() // max(c, 1)
+            scale = rstd if weight is None else rstd * weight.reshape(bshape)
+            dx = (g - gsum * (1.0 / count) - xhat * (gxsum * (1.0 / count))) * scale
+        dw = gxsum.reshape(weight._shape) if weight is not None and needs[1] else None
+        db = gsum.reshape(ctx._in[2][0]) if ctx._in[2] is not None and needs[2] else None
+        return dx, dw, db, None
+
+
 def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
                weight: Tensor | None = None, bias: Tensor | None = None, training: bool = False,
                momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
@@ -198,12 +251,16 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
         if count <= 1:
             raise ValueError(f"Expected more than 1 value per channel when training, got input "
                              f"size {_shape(input)}")
-        mean, xc, var = _moments(input, (0,) + tuple(range(2, input.ndim)))
-        std = (var + eps).sqrt()
-        scale = weight.reshape(bshape) / std if weight is not None else std.reciprocal()
-        y = xc * scale
-        if bias is not None:
-            y = y + bias.reshape(bshape)
+        if input._dtype.kind == "f" and all(t is None or t._dtype is input._dtype
+                                            for t in (weight, bias)):
+            y, mean, var = _BatchNorm.apply(input, weight, bias, float(eps))
+        else:
+            mean, xc, var = _moments(input, (0,) + tuple(range(2, input.ndim)))
+            std = (var + eps).sqrt()
+            scale = weight.reshape(bshape) / std if weight is not None else std.reciprocal()
+            y = xc * scale
+            if bias is not None:
+                y = y + bias.reshape(bshape)
         if running_mean is not None or running_var is not None:
             if momentum is None:
                 raise ValueError("batch_norm: momentum=None (a cumulative average) needs the "
