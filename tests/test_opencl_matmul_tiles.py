@@ -43,10 +43,10 @@ def test_float32_layouts(n, k, m, layout) -> None:
 
 
 @pytest.mark.parametrize("dtype", ["float64", "int32", "int64"])
-def test_other_dtypes_packed(dtype) -> None:
+def test_other_dtypes_tiled(dtype) -> None:
     rng = np.random.default_rng(4)
-    a = rng.integers(-4, 5, (21, 130)).astype(dtype)
-    b = rng.integers(-4, 5, (130, 1100)).astype(dtype)
+    a = rng.integers(-4, 5, (21, 330)).astype(dtype)
+    b = rng.integers(-4, 5, (330, 1100)).astype(dtype)
     got = (_t(a) @ _t(b)).numpy()
     np.testing.assert_array_equal(got, (a.astype(np.int64) @ b.astype(np.int64)).astype(dtype))
     bt = _t(np.ascontiguousarray(b.T)).t()
@@ -71,6 +71,23 @@ def test_batched_broadcast_and_strided() -> None:
     kn = qkv[..., 48:96].reshape(4, 32, 3, 16).swapaxes(1, 2)
     np.testing.assert_allclose((q @ k.transpose(-1, -2)).numpy(), _ref(qn, kn.swapaxes(-1, -2)),
                                rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("n,k,m", [(20, 300, 40), (9, 600, 37), (130, 70, 50)])
+def test_out_with_strides(n, k, m) -> None:
+    """out= a transposed view (column stride != 1): element stores, and the
+    strip kernel's partial sums read back through the same strides."""
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((n, k), dtype=np.float32)
+    b = rng.standard_normal((k, m), dtype=np.float32)
+    o = rc.zeros((m, n), device="opencl").t()
+    rc.matmul(_t(a), _t(b), out=o)
+    np.testing.assert_allclose(o.numpy(), _ref(a, b), rtol=1e-4, atol=1e-3)
+    # every other column of a wider out
+    w = rc.zeros((n, 2 * m), device="opencl")
+    rc.matmul(_t(a), _t(np.ascontiguousarray(b.T)).t(), out=w[:, ::2])
+    np.testing.assert_allclose(w.numpy()[:, ::2], _ref(a, b), rtol=1e-4, atol=1e-3)
+    assert not w.numpy()[:, 1::2].any()
 
 
 def test_out_with_strides_via_out_arg() -> None:

@@ -12,8 +12,16 @@ barriers: on a CPU the caches do the tiling.
 * ``pack_b`` first copies b (any strides, zero padded) into contiguous panels
   of 8*RV columns, which ``matmul_vecp`` then streams: unit-stride, TLB-friendly
   reads and no ragged right edge. A broadcast b (batch stride 0) is packed once.
+* ``matmul_strip`` takes a with few rows (up to ``STRIP_N``: the convolutions'
+  forward W @ cols and weight gradient dY @ cols^T, Linear layers at small
+  batch): a work item owns a strip of 8*RV columns and a group of row blocks,
+  and per block of ``STRIP_K`` rows copies b's strip (any strides; a transposed
+  b 8 rows at a time through an in-register transpose) into local memory
+  before running the row blocks over it. b is read once, with no packing pass
+  and no packed copy; the accumulators are resumed from out after the first
+  block, so each output still sums k in order.
 * ``matmul_vec_u`` reads b in place when b and out have column stride 1 and b is
-  small (fits in cache) or a has few rows (packing would triple b's traffic).
+  small (fits in cache).
 
 Measured on PoCL, 2 cores (benchmarks/ops.py): 1024^3 float32 at 5-10x the
 GFLOP/s of CLBlast on the same device; ``RTX_OPENCL_MATMUL=clblast`` selects
@@ -211,6 +219,91 @@ __kernel void pack_b(__global {acc}* restrict pk,
     w("}")
 
 
+def _strip_kernel(w: Any, ctype: str, acc: str) -> None:
+    """Write (``w``, a line at a time) ``matmul_strip``: a work item owns one
+    strip of BN columns of out and a group of its row blocks; per block of
+    KC rows of b it copies b's strip (any strides) into local memory, then runs
+    each row block over it, the accumulators resumed from out after the first
+    block (k is still summed in order: the same bits as one pass)."""
+    RM, RV, BN = _tile(acc)
+    A8, T8u = f"{acc}8", f"{ctype}8u"
+    w(f"__kernel void matmul_strip" + _SIG.format(T=ctype)[:-1] + ", int rpg)\n{")
+    w(f"    __local {A8} strip[{STRIP_K * RV}];  /* KC={STRIP_K} rows x BN={BN} columns of b */")
+    w(f"    const int col0 = get_global_id(0) * {BN};")
+    w("    const int rb0 = get_global_id(1) * rpg;")
+    w("    const long bt = get_global_id(2);")
+    w(f"    const int nrb = (n + {RM - 1}) / {RM};")
+    w("    if (col0 >= m || rb0 >= nrb) return;")
+    w("    const int rb1 = rb0 + rpg < nrb ? rb0 + rpg : nrb;")
+    w("    a += a_off + bt * as0;  b += b_off + bt * bs0 + (long)col0 * bs2;  out += o_off + bt * os0;")
+    w(f"    const int nc = m - col0 < {BN} ? m - col0 : {BN};")
+    w(f"    const bool vec = nc == {BN} && os2 == 1;")
+    w(f"    for (int k0 = 0; k0 < k; k0 += {STRIP_K}) {{")
+    w(f"        const int kn = k - k0 < {STRIP_K} ? k - k0 : {STRIP_K};")
+    w(f"        __global const {ctype}* src = b + (long)k0 * bs1;")
+    w(f"        __local {A8}* dst = strip;")
+    w(f"        if (bs2 == 1 && nc == {BN}) {{")
+    w("            for (int r = 0; r < kn; ++r) {")
+    for v in range(RV):
+        w(f"                dst[{v}] = {_cvt(acc, ctype, f'*(__global const {T8u}*)(src + {8 * v})', 8)};")
+    w(f"                src += bs1;  dst += {RV};")
+    w("            }")
+    w(f"        }} else {{")
+    w(f"            int r = 0;")
+    w(f"            if (bs1 == 1 && nc == {BN}) {{")
+    w(f"                /* b transposed (k contiguous): 8 rows at a time, each column's 8")
+    w(f"                   values one vector load, transposed in registers */")
+    w(f"                for (; r + 8 <= kn; r += 8) {{")
+    for j in range(BN):
+        w(f"                    const {A8} t{j} = {_cvt(acc, ctype, f'*(__global const {T8u}*)(src + {j} * bs2)', 8)};")
+    for i in range(8):
+        for v in range(RV):
+            els = ", ".join(f"t{8 * v + c}.s{i}" for c in range(8))
+            w(f"                    dst[{i * RV + v}] = ({A8})({els});")
+    w(f"                    src += 8;  dst += {8 * RV};")
+    w("                }")
+    w("            }")
+    w(f"            __local {acc}* d = (__local {acc}*)dst;")
+    w("            for (; r < kn; ++r) {")
+    w(f"                for (int j = 0; j < {BN}; ++j)")
+    w(f"                    d[j] = j < nc ? {_cvt(acc, ctype, 'src[j * bs2]')} : ({acc})(0);")
+    w(f"                src += bs1;  d += {BN};")
+    w("            }")
+    w("        }")
+    w("        for (int rb = rb0; rb < rb1; ++rb) {")
+    w(f"            const int row0 = rb * {RM};")
+    for r in range(RM):
+        w(f"            __global const {ctype}* ap{r} = "
+          f"a + (long)(row0 + {r} < n ? row0 + {r} : n - 1) * as1 + (long)k0 * as2;")
+    for r in range(RM):
+        w(f"            __global {ctype}* op{r} = out + (long)(row0 + {r} < n ? row0 + {r} : n - 1) * os1 + (long)col0 * os2;")
+        for v in range(RV):
+            els = ", ".join(f"{8 * v + i} < nc ? {_cvt(acc, ctype, f'op{r}[{8 * v + i}L * os2]')} : ({acc})(0)"
+                            for i in range(8))
+            w(f"            {A8} c{r}_{v} = k0 == 0 ? ({A8})(0) : vec ? "
+              f"{_cvt(acc, ctype, f'*(__global {T8u}*)(op{r} + {8 * v})', 8)} : ({A8})({els});")
+    w(f"            __local const {A8}* bp = strip;")
+    w("            for (int kk = 0; kk < kn; ++kk) {")
+    for v in range(RV):
+        w(f"                const {A8} b{v} = bp[{v}];")
+    _multiply_add(w, " " * 16, ctype, acc, A8, RM, RV)
+    w(f"                bp += {RV};")
+    w("            }")
+    for r in range(RM):
+        w(f"            if (row0 + {r} < n) {{")
+        for v in range(RV):
+            w(f"                {{ const {ctype}8 t = {_cvt(ctype, acc, f'c{r}_{v}', 8)};")
+            w(f"                  if (vec) *(__global {T8u}*)(op{r} + {8 * v}) = t;")
+            w("                  else {")
+            for i in range(8):
+                w(f"                    if ({8 * v + i} < nc) op{r}[{8 * v + i}L * os2] = t.s{i};")
+            w("                  }}")
+        w("            }")
+    w("        }")
+    w("    }")
+    w("}")
+
+
 def source(ctype: str, acc: str) -> str:
     head = "#pragma OPENCL FP_CONTRACT ON\n"
     if "double" in (ctype, acc):
@@ -221,6 +314,8 @@ def source(ctype: str, acc: str) -> str:
     _pack_kernels(lines.append, ctype, acc)
     lines.append("")
     _vec_kernel(lines.append, ctype, acc)
+    lines.append("")
+    _strip_kernel(lines.append, ctype, acc)
     return head + "\n".join(lines) + "\n"
 
 
@@ -229,9 +324,10 @@ ARG_DTYPES = {
     "matmul_vec_u": [None] + [_I64] * 4 + [None] + [_I64] * 4 + [None] + [_I64] * 4 + [_I32] * 3,
     "pack_b": [None, None, _I64, _I64, _I64, _I64, _I32, _I32],
     "matmul_vecp": [None] + [_I64] * 4 + [None] + [_I64] * 4 + [None, _I64] + [_I32] * 3,
+    "matmul_strip": [None] + [_I64] * 4 + [None] + [_I64] * 4 + [None] + [_I64] * 4 + [_I32] * 4,
 }
+STRIP_K = 256          # rows of b per block of matmul_strip (BN * STRIP_K in local memory)
 PACK_K = 32            # rows of b per pack_b work item
-SMALL_N = 16            # fewer rows of a than this: don't pack b
 SMALL_B_BYTES = 1 << 19  # b up to this size stays in cache: don't pack it
 VEC_L1 = 8               # work-group (1, VEC_L1, 1) for the packed kernel. PoCL
                          # compiles each kernel once per local size: keep it fixed
@@ -239,6 +335,21 @@ VEC_L1 = 8               # work-group (1, VEC_L1, 1) for the packed kernel. PoCL
 
 def _ceil(x: int, d: int) -> int:
     return -(-x // d)
+
+
+STRIP_N = 96            # up to this many rows of a: matmul_strip (b's strips copied, not packed)
+STRIP_ITEMS = 16        # at least this many work items where the rows allow (2 cores' balance)
+
+
+def _strip(B: int, n: int, m: int, RM: int, BN: int) -> tuple[int, int] | None:
+    """(row-block groups, row blocks per group) for ``matmul_strip``, or None
+    where the shape is for another kernel."""
+    if n > STRIP_N:
+        return None
+    nrb, npan = _ceil(n, RM), _ceil(m, BN)
+    groups = min(nrb, _ceil(STRIP_ITEMS, npan * B))
+    rpg = _ceil(nrb, groups)
+    return _ceil(nrb, rpg), rpg
 
 
 def launch(dev: Any, kernels: dict[str, Any], itemsize: int,
@@ -250,7 +361,12 @@ def launch(dev: Any, kernels: dict[str, Any], itemsize: int,
     npan = _ceil(m, BN)
     q = dev.queue
     (ob, oo, ost), (ab, ao, ast), (bb, bo, bst) = out, a, b
-    if bst[2] == 1 and ost[2] == 1 and (n < SMALL_N or k * m * itemsize <= SMALL_B_BYTES):
+    st = _strip(B, n, m, RM, BN)
+    if st is not None:
+        kernels["matmul_strip"](q, (npan, st[0], B), (1, 1, 1), ob, oo, *ost, ab, ao, *ast,
+                                bb, bo, *bst, n, k, m, st[1])
+        return
+    if bst[2] == 1 and ost[2] == 1 and k * m * itemsize <= SMALL_B_BYTES:
         gn = _ceil(_ceil(n, RM), 4) * 4
         kernels["matmul_vec_u"](q, (npan, gn, B), (1, 4, 1), ob, oo, *ost, ab, ao, *ast,
                                 bb, bo, *bst, n, k, m)
@@ -271,7 +387,11 @@ def _launch_plan(dev: Any, kernels: dict[str, Any], itemsize: int, ost: tuple, a
     RM, RV, BN = _tile("double" if itemsize == 8 else "float")
     npan = _ceil(m, BN)
     sides = [L.view(0), *ost, L.view(1), *ast]
-    if bst[2] == 1 and ost[2] == 1 and (n < SMALL_N or k * m * itemsize <= SMALL_B_BYTES):
+    st = _strip(B, n, m, RM, BN)
+    if st is not None:
+        return L.prepare(dev, [(kernels["matmul_strip"], [*sides, L.view(2), *bst, n, k, m, st[1]],
+                                [((npan, st[0], B), (1, 1, 1), None)])])
+    if bst[2] == 1 and ost[2] == 1 and k * m * itemsize <= SMALL_B_BYTES:
         gn = _ceil(_ceil(n, RM), 4) * 4
         return L.prepare(dev, [(kernels["matmul_vec_u"], [*sides, L.view(2), *bst, n, k, m],
                                 [((npan, gn, B), (1, 4, 1), None)])])
