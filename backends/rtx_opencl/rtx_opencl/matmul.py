@@ -14,12 +14,14 @@ barriers: on a CPU the caches do the tiling.
   reads and no ragged right edge. A broadcast b (batch stride 0) is packed once.
 * ``matmul_strip`` takes a with few rows (up to ``STRIP_N``: the convolutions'
   forward W @ cols and weight gradient dY @ cols^T, Linear layers at small
-  batch): a work item owns a strip of 8*RV columns and a group of row blocks,
-  and per block of ``STRIP_K`` rows copies b's strip (any strides; a transposed
-  b 8 rows at a time through an in-register transpose) into local memory
-  before running the row blocks over it. b is read once, with no packing pass
-  and no packed copy; the accumulators are resumed from out after the first
-  block, so each output still sums k in order.
+  batch), or a short sum (up to ``STRIP_KMAX``: the convolutions' input
+  gradient W^T @ dY, Linear weight gradients): a work item owns a strip of
+  8*RV columns and a group of row blocks, and per block of ``STRIP_K`` rows
+  copies b's strip (any strides; a transposed b 8 rows at a time through an
+  in-register transpose) into local memory before running the row blocks over
+  it. b is read once, with no packing pass and no packed copy; the
+  accumulators are resumed from out after the first block, so each output
+  still sums k in order.
 * ``matmul_vec_u`` reads b in place when b and out have column stride 1 and b is
   small (fits in cache).
 
@@ -337,14 +339,15 @@ def _ceil(x: int, d: int) -> int:
     return -(-x // d)
 
 
-STRIP_N = 96            # up to this many rows of a: matmul_strip (b's strips copied, not packed)
+STRIP_N = 96            # up to this many rows of a, or
+STRIP_KMAX = 512        # up to this long a sum: matmul_strip (b's strips copied, not packed)
 STRIP_ITEMS = 16        # at least this many work items where the rows allow (2 cores' balance)
 
 
-def _strip(B: int, n: int, m: int, RM: int, BN: int) -> tuple[int, int] | None:
+def _strip(B: int, n: int, k: int, m: int, RM: int, BN: int) -> tuple[int, int] | None:
     """(row-block groups, row blocks per group) for ``matmul_strip``, or None
     where the shape is for another kernel."""
-    if n > STRIP_N:
+    if n > STRIP_N and k > STRIP_KMAX:
         return None
     nrb, npan = _ceil(n, RM), _ceil(m, BN)
     groups = min(nrb, _ceil(STRIP_ITEMS, npan * B))
@@ -361,7 +364,7 @@ def launch(dev: Any, kernels: dict[str, Any], itemsize: int,
     npan = _ceil(m, BN)
     q = dev.queue
     (ob, oo, ost), (ab, ao, ast), (bb, bo, bst) = out, a, b
-    st = _strip(B, n, m, RM, BN)
+    st = _strip(B, n, k, m, RM, BN)
     if st is not None:
         kernels["matmul_strip"](q, (npan, st[0], B), (1, 1, 1), ob, oo, *ost, ab, ao, *ast,
                                 bb, bo, *bst, n, k, m, st[1])
@@ -387,7 +390,7 @@ def _launch_plan(dev: Any, kernels: dict[str, Any], itemsize: int, ost: tuple, a
     RM, RV, BN = _tile("double" if itemsize == 8 else "float")
     npan = _ceil(m, BN)
     sides = [L.view(0), *ost, L.view(1), *ast]
-    st = _strip(B, n, m, RM, BN)
+    st = _strip(B, n, k, m, RM, BN)
     if st is not None:
         return L.prepare(dev, [(kernels["matmul_strip"], [*sides, L.view(2), *bst, n, k, m, st[1]],
                                 [((npan, st[0], B), (1, 1, 1), None)])])
