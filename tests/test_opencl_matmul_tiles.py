@@ -98,3 +98,20 @@ def test_out_with_strides_via_out_arg() -> None:
     # (b^T a^T)^T: the output of the transposed product is read back transposed
     got = (_t(np.ascontiguousarray(b.T)) @ _t(np.ascontiguousarray(a.T))).t().numpy()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("n,k,m", [(32, 16, 32), (100, 600, 40)])
+def test_batch_dims_that_do_not_merge(n, k, m) -> None:
+    """Two batch dims (one launch of the strip kernel where it takes the
+    shape; else a loop of launches) and three (a loop over the outer one)."""
+    rng = np.random.default_rng(7)
+    base_a = rng.standard_normal((2, 3, n, 5, k), dtype=np.float32)
+    base_b = rng.standard_normal((2, k, 3, m), dtype=np.float32)
+    a = base_a[:, :, :, 1].swapaxes(0, 1)       # (3, 2, n, k), strides that don't merge
+    b = base_b.transpose(2, 0, 1, 3)             # (3, 2, k, m)
+    got = (_t(base_a)[:, :, :, 1].transpose(0, 1) @ _t(base_b).permute(2, 0, 1, 3)).numpy()
+    np.testing.assert_allclose(got, _ref(a, b), rtol=1e-4, atol=1e-3)
+    a3 = rng.standard_normal((2, 3, 2, n, k), dtype=np.float32)
+    b3 = rng.standard_normal((2, 2, 3, k, m), dtype=np.float32).swapaxes(1, 2)
+    got3 = (_t(a3) @ _t(np.ascontiguousarray(b3.swapaxes(1, 2))).transpose(1, 2)).numpy()
+    np.testing.assert_allclose(got3, _ref(a3, b3), rtol=1e-4, atol=1e-3)

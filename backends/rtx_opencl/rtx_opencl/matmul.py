@@ -229,15 +229,18 @@ def _strip_kernel(w: Any, ctype: str, acc: str) -> None:
     block (k is still summed in order: the same bits as one pass)."""
     RM, RV, BN = _tile(acc)
     A8, T8u = f"{acc}8", f"{ctype}8u"
-    w(f"__kernel void matmul_strip" + _SIG.format(T=ctype)[:-1] + ", int rpg)\n{")
+    w(f"__kernel void matmul_strip" + _SIG.format(T=ctype)[:-1]
+      + ",\n        int rpg, int nbi, long osi, long asi, long bsi)\n{")
+    w("    /* (batch: get_global_id(2) = outer * nbi + inner; strides s0 outer, si inner) */")
     w(f"    __local {A8} strip[{STRIP_K * RV}];  /* KC={STRIP_K} rows x BN={BN} columns of b */")
     w(f"    const int col0 = get_global_id(0) * {BN};")
     w("    const int rb0 = get_global_id(1) * rpg;")
-    w("    const long bt = get_global_id(2);")
+    w("    const long bg = get_global_id(2), bt = bg / nbi, bi = bg - bt * nbi;")
     w(f"    const int nrb = (n + {RM - 1}) / {RM};")
     w("    if (col0 >= m || rb0 >= nrb) return;")
     w("    const int rb1 = rb0 + rpg < nrb ? rb0 + rpg : nrb;")
-    w("    a += a_off + bt * as0;  b += b_off + bt * bs0 + (long)col0 * bs2;  out += o_off + bt * os0;")
+    w("    a += a_off + bt * as0 + bi * asi;  b += b_off + bt * bs0 + bi * bsi + (long)col0 * bs2;")
+    w("    out += o_off + bt * os0 + bi * osi;")
     w(f"    const int nc = m - col0 < {BN} ? m - col0 : {BN};")
     w(f"    const bool vec = nc == {BN} && os2 == 1;")
     w(f"    for (int k0 = 0; k0 < k; k0 += {STRIP_K}) {{")
@@ -326,7 +329,8 @@ ARG_DTYPES = {
     "matmul_vec_u": [None] + [_I64] * 4 + [None] + [_I64] * 4 + [None] + [_I64] * 4 + [_I32] * 3,
     "pack_b": [None, None, _I64, _I64, _I64, _I64, _I32, _I32],
     "matmul_vecp": [None] + [_I64] * 4 + [None] + [_I64] * 4 + [None, _I64] + [_I32] * 3,
-    "matmul_strip": [None] + [_I64] * 4 + [None] + [_I64] * 4 + [None] + [_I64] * 4 + [_I32] * 4,
+    "matmul_strip": [None] + [_I64] * 4 + [None] + [_I64] * 4 + [None] + [_I64] * 4 + [_I32] * 5
+                    + [_I64] * 3,
 }
 STRIP_K = 256          # rows of b per block of matmul_strip (BN * STRIP_K in local memory)
 PACK_K = 32            # rows of b per pack_b work item
@@ -367,7 +371,7 @@ def launch(dev: Any, kernels: dict[str, Any], itemsize: int,
     st = _strip(B, n, k, m, RM, BN)
     if st is not None:
         kernels["matmul_strip"](q, (npan, st[0], B), (1, 1, 1), ob, oo, *ost, ab, ao, *ast,
-                                bb, bo, *bst, n, k, m, st[1])
+                                bb, bo, *bst, n, k, m, st[1], 1, 0, 0, 0)
         return
     if bst[2] == 1 and ost[2] == 1 and k * m * itemsize <= SMALL_B_BYTES:
         gn = _ceil(_ceil(n, RM), 4) * 4
@@ -384,16 +388,21 @@ def launch(dev: Any, kernels: dict[str, Any], itemsize: int,
 
 
 def _launch_plan(dev: Any, kernels: dict[str, Any], itemsize: int, ost: tuple, ast: tuple,
-                 bst: tuple, B: int, n: int, k: int, m: int) -> Callable[[View, View, View], None]:
+                 bst: tuple, B: int, n: int, k: int, m: int,
+                 inner: tuple = (1, 0, 0, 0)) -> Callable[[View, View, View], None]:
     """``launch`` prepared for one signature, as a function of the views (out, a, b)
-    (their offsets: where batch 0 starts)."""
+    (their offsets: where batch 0 starts). ``inner``: (count, out, a, b strides)
+    of a second batch dim inside the first (B counts both), for ``matmul_strip``
+    only (the caller checks ``_strip``)."""
     RM, RV, BN = _tile("double" if itemsize == 8 else "float")
     npan = _ceil(m, BN)
     sides = [L.view(0), *ost, L.view(1), *ast]
     st = _strip(B, n, k, m, RM, BN)
     if st is not None:
-        return L.prepare(dev, [(kernels["matmul_strip"], [*sides, L.view(2), *bst, n, k, m, st[1]],
+        return L.prepare(dev, [(kernels["matmul_strip"],
+                                [*sides, L.view(2), *bst, n, k, m, st[1], *inner],
                                 [((npan, st[0], B), (1, 1, 1), None)])])
+    assert inner[0] == 1
     if bst[2] == 1 and ost[2] == 1 and k * m * itemsize <= SMALL_B_BYTES:
         gn = _ceil(_ceil(n, RM), 4) * 4
         return L.prepare(dev, [(kernels["matmul_vec_u"], [*sides, L.view(2), *bst, n, k, m],
@@ -503,10 +512,18 @@ def _plan(out: View, a: View, b: View) -> Callable[[View, View, View], None]:
         bdims, (obs, abs_, bbs) = [1], ([0], [0], [0])
     ks = _matmul_kernels(dev, dt)
     isz = out.dtype.itemsize
+    RM, _, BN = _tile("double" if isz == 8 else "float")
     if len(bdims) == 1:  # (one batch dim, the kernels' own)
         own = _launch_plan(dev, ks, isz, (obs[-1], out.strides[-2], out.strides[-1]),
                            (abs_[-1], a.strides[-2], a.strides[-1]),
                            (bbs[-1], b.strides[-2], b.strides[-1]), bdims[-1], n, K, m)
+    elif len(bdims) == 2 and _strip(bdims[0] * bdims[1], n, K, m, RM, BN) is not None:
+        # two batch dims that don't merge (attention's heads as views of one
+        # tensor): one launch of the strip kernel, which takes both
+        own = _launch_plan(dev, ks, isz, (obs[0], out.strides[-2], out.strides[-1]),
+                           (abs_[0], a.strides[-2], a.strides[-1]),
+                           (bbs[0], b.strides[-2], b.strides[-1]), bdims[0] * bdims[1], n, K, m,
+                           (bdims[1], obs[1], abs_[1], bbs[1]))
     else:
         def own(out: View, a: View, b: View) -> None:
             # further (rare: non-mergeable) batch dims loop here
