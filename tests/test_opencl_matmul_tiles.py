@@ -115,3 +115,29 @@ def test_batch_dims_that_do_not_merge(n, k, m) -> None:
     b3 = rng.standard_normal((2, 2, 3, k, m), dtype=np.float32).swapaxes(1, 2)
     got3 = (_t(a3) @ _t(np.ascontiguousarray(b3.swapaxes(1, 2))).transpose(1, 2)).numpy()
     np.testing.assert_allclose(got3, _ref(a3, b3), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("m", [1, 3, 7])
+def test_few_columns(m) -> None:
+    """A matrix times a few vectors runs as out^T = b^T @ a^T: plain, with a
+    transposed a broadcast over a batch, out= a strided view, and under three
+    batch dims (the loop, which takes the product as it came)."""
+    rng = np.random.default_rng(8 + m)
+    a = rng.standard_normal((300, 70), dtype=np.float32)
+    b = rng.standard_normal((70, m), dtype=np.float32)
+    np.testing.assert_allclose((_t(a) @ _t(b)).numpy(), _ref(a, b), rtol=1e-4, atol=1e-4)
+    w = rng.standard_normal((32, 600), dtype=np.float32)
+    v = rng.standard_normal((5, 32, m), dtype=np.float32)
+    got = (_t(w).t().expand(5, 600, 32) @ _t(v)).numpy()
+    np.testing.assert_allclose(got, _ref(w.T, v), rtol=1e-4, atol=1e-4)
+    o = rc.zeros((m, 300), device="opencl").t()
+    rc.matmul(_t(a), _t(b), out=o)
+    np.testing.assert_allclose(o.numpy(), _ref(a, b), rtol=1e-4, atol=1e-4)
+    a3 = rng.standard_normal((2, 3, 2, 40, 30), dtype=np.float32)
+    b3 = rng.standard_normal((2, 2, 3, 30, m), dtype=np.float32).swapaxes(1, 2)
+    got3 = (_t(a3) @ _t(np.ascontiguousarray(b3.swapaxes(1, 2))).transpose(1, 2)).numpy()
+    np.testing.assert_allclose(got3, _ref(a3, b3), rtol=1e-4, atol=1e-4)
+    for dtype in ("float64", "int32"):
+        ai, bi = (a * 4).astype(dtype), (b * 4).astype(dtype)
+        np.testing.assert_allclose((_t(ai) @ _t(bi)).numpy(), ai.astype(np.float64) @ bi,
+                                   rtol=1e-9)

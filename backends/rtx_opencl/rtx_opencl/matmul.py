@@ -345,7 +345,8 @@ def _ceil(x: int, d: int) -> int:
 
 STRIP_N = 96            # up to this many rows of a, or
 STRIP_KMAX = 512        # up to this long a sum: matmul_strip (b's strips copied, not packed)
-STRIP_ITEMS = 16        # at least this many work items where the rows allow (2 cores' balance)
+STRIP_ITEMS = 8         # at least this many work items where the rows allow (2 cores' balance;
+                        # more re-read b's strips once per group of rows)
 
 
 def _strip(B: int, n: int, k: int, m: int, RM: int, BN: int) -> tuple[int, int] | None:
@@ -492,6 +493,29 @@ def matmul(out: View, a: View, b: View) -> None:
 _PLAN = "matmul plan"  # (the first item of a plan's key: never an op's name)
 
 
+def _operands_swapped(f: Callable[[View, View, View], None]) -> Callable[[View, View, View], None]:
+    """``f`` planned for out^T = b^T @ a^T: its a is our b, its b our a."""
+    return lambda out, a, b: f(out, b, a)
+
+
+def _batch_loop(dev: Any, ks: dict[str, Any], isz: int, bdims: list[int], bstrides: tuple,
+                strides: tuple, n: int, K: int, m: int) -> Callable[[View, View, View], None]:
+    """Batch dims that don't merge into one: a launch per index of the outer ones."""
+    obs, abs_, bbs = bstrides
+    ost, ast, bst = (tuple(s_[-2:]) for s_ in strides)
+
+    def own(out: View, a: View, b: View) -> None:
+        for idx in np.ndindex(*bdims[:-1]):
+            oo = out.offset + sum(i * s for i, s in zip(idx, obs))
+            ao = a.offset + sum(i * s for i, s in zip(idx, abs_))
+            bo = b.offset + sum(i * s for i, s in zip(idx, bbs))
+            launch(dev, ks, isz, (out.buffer.mem, oo, (obs[-1], *ost)),
+                   (a.buffer.mem, ao, (abs_[-1], *ast)), (b.buffer.mem, bo, (bbs[-1], *bst)),
+                   bdims[-1], n, K, m)
+
+    return own
+
+
 def _plan(out: View, a: View, b: View) -> Callable[[View, View, View], None]:
     """matmul's launcher for the signature (dtype, shapes, strides) of (out, a, b)."""
     *batch, n, m = out.shape
@@ -513,33 +537,35 @@ def _plan(out: View, a: View, b: View) -> Callable[[View, View, View], None]:
     ks = _matmul_kernels(dev, dt)
     isz = out.dtype.itemsize
     RM, _, BN = _tile("double" if isz == 8 else "float")
+    os12, as12, bs12 = out.strides[-2:], a.strides[-2:], b.strides[-2:]
+    flip = m < BN // 2 and n > m
+    if flip:
+        # a few columns (a matrix times vectors): out^T = b^T @ a^T, so the
+        # long side fills the kernels' column vectors
+        n, m = m, n
+        os12, as12, bs12 = os12[::-1], bs12[::-1], as12[::-1]
+        abs_, bbs = bbs, abs_
+    own: Callable[[View, View, View], None] | None = None
     if len(bdims) == 1:  # (one batch dim, the kernels' own)
-        own = _launch_plan(dev, ks, isz, (obs[-1], out.strides[-2], out.strides[-1]),
-                           (abs_[-1], a.strides[-2], a.strides[-1]),
-                           (bbs[-1], b.strides[-2], b.strides[-1]), bdims[-1], n, K, m)
+        own = _launch_plan(dev, ks, isz, (obs[-1], *os12), (abs_[-1], *as12),
+                           (bbs[-1], *bs12), bdims[-1], n, K, m)
     elif len(bdims) == 2 and _strip(bdims[0] * bdims[1], n, K, m, RM, BN) is not None:
         # two batch dims that don't merge (attention's heads as views of one
         # tensor): one launch of the strip kernel, which takes both
-        own = _launch_plan(dev, ks, isz, (obs[0], out.strides[-2], out.strides[-1]),
-                           (abs_[0], a.strides[-2], a.strides[-1]),
-                           (bbs[0], b.strides[-2], b.strides[-1]), bdims[0] * bdims[1], n, K, m,
-                           (bdims[1], obs[1], abs_[1], bbs[1]))
-    else:
-        def own(out: View, a: View, b: View) -> None:
-            # further (rare: non-mergeable) batch dims loop here
-            for idx in np.ndindex(*bdims[:-1]):
-                oo = out.offset + sum(i * s for i, s in zip(idx, obs))
-                ao = a.offset + sum(i * s for i, s in zip(idx, abs_))
-                bo = b.offset + sum(i * s for i, s in zip(idx, bbs))
-                launch(dev, ks, isz,
-                       (out.buffer.mem, oo, (obs[-1], out.strides[-2], out.strides[-1])),
-                       (a.buffer.mem, ao, (abs_[-1], a.strides[-2], a.strides[-1])),
-                       (b.buffer.mem, bo, (bbs[-1], b.strides[-2], b.strides[-1])),
-                       bdims[-1], n, K, m)
+        own = _launch_plan(dev, ks, isz, (obs[0], *os12), (abs_[0], *as12), (bbs[0], *bs12),
+                           bdims[0] * bdims[1], n, K, m, (bdims[1], obs[1], abs_[1], bbs[1]))
+    if own is None:  # (the loop takes the product as it came)
+        if flip:
+            n, m, abs_, bbs = m, n, bbs, abs_
+        own = _batch_loop(dev, ks, isz, bdims, (obs, abs_, bbs),
+                          (out.strides, a.strides, b.strides), n, K, m)
+    elif flip:
+        own = _operands_swapped(own)
+    ours = own
 
     def run(out: View, a: View, b: View) -> None:
         if BLAS.enabled() and BLAS.gemm(out, a, b):  # (RTX_OPENCL_MATMUL, read at each call)
             return
-        own(out, a, b)
+        ours(out, a, b)
 
     return run
