@@ -115,3 +115,48 @@ def test_groups_the_flat_step_cannot_take_run_the_loop():
     _same(ps, ref_p)
     assert len({id(opt.state[p]["exp_avg"]._storage) for p in ps}) == 1
     assert len({id(ref.state[p]["exp_avg"]._storage) for p in ref_p}) == len(ps)
+
+
+# -- the moments as one fused program (Backend.fuse) ----------------------------------
+
+BIG = [(256, 160), (160,), (3, 7)]  # 41K elements: rtx_cpu's C loop (from 32K)
+
+
+@pytest.mark.parametrize("dtype", [rc.float32, rc.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("kw", [{}, {"betas": (0.3, 0.95), "weight_decay": 0.2},
+                                {"lr": 0.05, "eps": 1e-3}], ids=["default", "lerp-other-side", "lr"])
+def test_fused_moments_are_the_loop_bit_for_bit(device, dtype, kw, monkeypatch):
+    # large enough for the C loop on cpu; beta1 0.3 takes lerp's other side
+    from rtxcore.optim import adam
+
+    ran = []
+    real = adam._fused_moments
+    monkeypatch.setattr(adam, "_fused_moments", lambda *a: ran.append(1) or real(*a))
+    rng = np.random.default_rng(5)
+    data = [rng.standard_normal(s) for s in BIG]
+    flat_p = [rc.tensor(a, dtype=dtype, device=device, requires_grad=True) for a in data]
+    loop_p = [rc.tensor(a, dtype=dtype, device=device, requires_grad=True) for a in data]
+    flat, loop = optim.AdamW(flat_p, **kw), optim.AdamW(loop_p, foreach=False, **kw)
+    for step in range(4):
+        _set_grads(flat_p, step)
+        _set_grads(loop_p, step)
+        flat.step()
+        loop.step()
+    _same(flat_p, loop_p)
+    for a, b in zip(_state(flat, flat_p), _state(loop, loop_p)):
+        for k in a:
+            np.testing.assert_array_equal(a[k], b[k])
+    assert len(ran) == 4
+    runners = [v for k, v in flat._flat_cache.items()
+               if isinstance(k, tuple) and len(k) == 5 and k[1] == "moments"]
+    assert len(runners) == 1  # one program for the group, kept
+    if device == "cpu":  # rtx_cpu runs fused programs: the step was one
+        assert runners[0] is not None
+
+
+def test_fused_moments_stay_off_under_amsgrad():
+    ps = _params("cpu")
+    opt = optim.Adam(ps, amsgrad=True)
+    _set_grads(ps, 0)
+    opt.step()
+    assert not any(isinstance(k, tuple) and len(k) == 5 for k in opt._flat_cache)

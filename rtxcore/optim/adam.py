@@ -111,10 +111,17 @@ class Adam(Optimizer):
         exp_avg = _multi.flat_state(cache, key, states, "exp_avg", shapes)
         exp_avg_sq = _multi.flat_state(cache, key, states, "exp_avg_sq", shapes)
         w1, w2 = 1 - beta1, 1 - beta2
-        _lerp_(exp_avg, g, w1)
-        exp_avg_sq.mul_(beta2).add_(g.mul(w2).mul_(g))
         bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
         step_size = -lr / (1 - beta1 ** step)
+        decay = 1 - lr * wd if decoupled and wd != 0 else None
+        if not amsgrad:
+            update = _fused_moments(cache, key, g, exp_avg, exp_avg_sq, beta2, w1, w2,
+                                    bias_correction2_sqrt, eps, step_size)
+            if update is not None:
+                _multi.add_pieces_(params, update, decay)
+                return
+        _lerp_(exp_avg, g, w1)
+        exp_avg_sq.mul_(beta2).add_(g.mul(w2).mul_(g))
         if amsgrad:
             vmax = _multi.flat_state(cache, key, states, "max_exp_avg_sq", shapes)
             vmax.maximum_(exp_avg_sq)
@@ -123,7 +130,69 @@ class Adam(Optimizer):
             denom = exp_avg_sq.sqrt()
         denom.div_(bias_correction2_sqrt).add_(eps)
         update = exp_avg.mul(step_size).div_(denom)
-        _multi.add_pieces_(params, update, 1 - lr * wd if decoupled and wd != 0 else None)
+        _multi.add_pieces_(params, update, decay)
+
+
+def _moments_program(n: int, dt: str, w1: float) -> dict[str, Any]:
+    """The flat step's moment updates and its update, as one fused elementwise
+    program: the ops below ``_fused_moments``' call in ``_update_flat``, step by
+    step, with the same operands in the same order (so the same roundings).
+    Inputs: g, m, v, then the scalars w1 (or w1 - 1), beta2, w2, the bias
+    correction's sqrt, eps and the step size, each one element of the step's
+    dtype, as the kernels would convert the Python numbers. Outputs: m, v (in
+    place) and the update."""
+    st = lambda op, *xs: [op, dt, [list(x) for x in xs]]  # noqa: E731
+    g, m, v = ("in", 0), ("in", 1), ("in", 2)
+    c = [("scalar", i) for i in range(3, 9)]
+    if w1 < 0.5:  # _lerp_: m + (g - m) * w1
+        lerp = [st("sub", g, m), st("mul", ("step", 0), c[0]), st("add", m, ("step", 1))]
+    else:  # its other side: (g - m) * (w1 - 1) + g
+        lerp = [st("sub", g, m), st("mul", ("step", 0), c[0]), st("add", ("step", 1), g)]
+    steps = lerp + [
+        st("mul", v, c[1]),                   # 3: v * beta2
+        st("mul", g, c[2]),                   # 4: g * w2
+        st("mul", ("step", 4), g),            # 5: (g * w2) * g
+        st("add", ("step", 3), ("step", 5)),  # 6: the new v
+        st("sqrt", ("step", 6)),              # 7
+        st("div", ("step", 7), c[3]),         # 8: / sqrt(1 - beta2**t)
+        st("add", ("step", 8), c[4]),         # 9: + eps
+        st("mul", ("step", 2), c[5]),         # 10: m * step size
+        st("div", ("step", 10), ("step", 9)),  # 11: the update
+    ]
+    return {"n": n, "inputs": [dt] * 9, "steps": steps, "outputs": [2, 6, 11]}
+
+
+def _fused_moments(cache: dict[Any, Any], key: Any, g: Tensor, m: Tensor, v: Tensor,
+                   beta2: float, w1: float, w2: float, bc2_sqrt: float, eps: float,
+                   step_size: float) -> Tensor | None:
+    """``_update_flat``'s moments and update in one pass where the device runs
+    fused programs (``Backend.fuse``: rtx_cpu as one C loop from 32K elements,
+    else block by block): m and v updated in place, the update returned. None
+    (the ops one by one) where it has no runner, or inside a trace (whose
+    fusion pass builds such groups itself from the ops)."""
+    from .._tracing import is_tracing
+    from ..jit.fused import fused_runner
+    from ..ops.alloc import as_tensor_on, as_view
+    from ..ops.core import empty, view_of
+
+    if is_tracing():
+        return None
+    dev, dt, n = g._device, g._dtype, g._shape[0]
+    rkey = (key, "moments", n, dt.name, w1 < 0.5)
+    fn = cache.get(rkey, False)
+    if fn is False:
+        fn = cache[rkey] = fused_runner(_moments_program(n, dt.name, w1), dev)
+    if fn is None:
+        return None
+    scalars = as_tensor_on([w1 if w1 < 0.5 else w1 - 1, beta2, w2, bc2_sqrt, eps, step_size],
+                           dev, dt)
+    update = empty((n,), dt, dev)
+    fn([view_of(m), view_of(v), view_of(update)],
+       [view_of(g), view_of(m), view_of(v),
+        *(view_of(as_view(scalars, (1,), (1,), i)) for i in range(6))])
+    m._storage.version += 1
+    v._storage.version += 1
+    return update
 
 
 class AdamW(Adam):
