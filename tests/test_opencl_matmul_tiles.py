@@ -100,7 +100,7 @@ def test_out_with_strides_via_out_arg() -> None:
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
 
 
-@pytest.mark.parametrize("n,k,m", [(32, 16, 32), (100, 600, 40)])
+@pytest.mark.parametrize("n,k,m", [(32, 16, 32), (100, 600, 40), (20, 30, 610)])
 def test_batch_dims_that_do_not_merge(n, k, m) -> None:
     """Two batch dims (one launch of the strip kernel where it takes the
     shape; else a loop of launches) and three (a loop over the outer one)."""

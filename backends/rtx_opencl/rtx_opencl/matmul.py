@@ -222,49 +222,59 @@ __kernel void pack_b(__global {acc}* restrict pk,
 
 
 def _strip_kernel(w: Any, ctype: str, acc: str) -> None:
-    """Write (``w``, a line at a time) ``matmul_strip``: a work item owns one
-    strip of BN columns of out and a group of its row blocks; per block of
-    KC rows of b it copies b's strip (any strides) into local memory, then runs
-    each row block over it, the accumulators resumed from out after the first
-    block (k is still summed in order: the same bits as one pass)."""
+    """Write (``w``, a line at a time) ``matmul_strip``: a work item owns ``sw``
+    adjacent strips of BN columns of out and a group of its row blocks; per
+    block of KC rows of b it copies b's strips (any strides) into local memory,
+    then runs each row block over each strip, the accumulators resumed from
+    out after the first block (k is still summed in order: the same bits as
+    one pass). Several strips at once read a row-major b's rows sw*BN columns
+    at a time (fewer DRAM pages opened per byte than one strip's 64 bytes)."""
     RM, RV, BN = _tile(acc)
     A8, T8u = f"{acc}8", f"{ctype}8u"
+    KC, SW = STRIP_K, STRIP_W
     w(f"__kernel void matmul_strip" + _SIG.format(T=ctype)[:-1]
-      + ",\n        int rpg, int nbi, long osi, long asi, long bsi)\n{")
+      + ",\n        int rpg, int sw, int nbi, long osi, long asi, long bsi)\n{")
     w("    /* (batch: get_global_id(2) = outer * nbi + inner; strides s0 outer, si inner) */")
-    w(f"    __local {A8} strip[{STRIP_K * RV}];  /* KC={STRIP_K} rows x BN={BN} columns of b */")
-    w(f"    const int col0 = get_global_id(0) * {BN};")
+    w(f"    __local {A8} strip[{SW * KC * RV}];  /* up to {SW} strips of KC={KC} rows x BN={BN} columns */")
+    w(f"    const int c00 = get_global_id(0) * sw * {BN};")
     w("    const int rb0 = get_global_id(1) * rpg;")
     w("    const long bg = get_global_id(2), bt = bg / nbi, bi = bg - bt * nbi;")
     w(f"    const int nrb = (n + {RM - 1}) / {RM};")
-    w("    if (col0 >= m || rb0 >= nrb) return;")
+    w("    if (c00 >= m || rb0 >= nrb) return;")
     w("    const int rb1 = rb0 + rpg < nrb ? rb0 + rpg : nrb;")
-    w("    a += a_off + bt * as0 + bi * asi;  b += b_off + bt * bs0 + bi * bsi + (long)col0 * bs2;")
+    w("    a += a_off + bt * as0 + bi * asi;  b += b_off + bt * bs0 + bi * bsi;")
     w("    out += o_off + bt * os0 + bi * osi;")
-    w(f"    const int nc = m - col0 < {BN} ? m - col0 : {BN};")
-    w(f"    const bool vec = nc == {BN} && os2 == 1;")
-    w(f"    for (int k0 = 0; k0 < k; k0 += {STRIP_K}) {{")
-    w(f"        const int kn = k - k0 < {STRIP_K} ? k - k0 : {STRIP_K};")
-    w(f"        __global const {ctype}* src = b + (long)k0 * bs1;")
-    w(f"        __local {A8}* dst = strip;")
-    w(f"        if (bs2 == 1 && nc == {BN}) {{")
+    w(f"    for (int k0 = 0; k0 < k; k0 += {KC}) {{")
+    w(f"        const int kn = k - k0 < {KC} ? k - k0 : {KC};")
+    w(f"        if (bs2 == 1 && c00 + sw * {BN} <= m) {{")
+    w("            /* every strip full, columns contiguous: rows of sw*BN columns */")
+    w(f"            __global const {ctype}* src = b + (long)k0 * bs1 + c00;")
     w("            for (int r = 0; r < kn; ++r) {")
+    w(f"                __local {A8}* dst = strip + r * {RV};")
+    w("                for (int s = 0; s < sw; ++s) {")
     for v in range(RV):
-        w(f"                dst[{v}] = {_cvt(acc, ctype, f'*(__global const {T8u}*)(src + {8 * v})', 8)};")
-    w(f"                src += bs1;  dst += {RV};")
+        w(f"                    dst[{v}] = {_cvt(acc, ctype, f'*(__global const {T8u}*)(src + s * {BN} + {8 * v})', 8)};")
+    w(f"                    dst += {KC * RV};")
+    w("                }")
+    w("                src += bs1;")
     w("            }")
-    w(f"        }} else {{")
-    w(f"            int r = 0;")
+    w("        } else for (int s = 0; s < sw; ++s) {")
+    w(f"            const int col0 = c00 + s * {BN};")
+    w("            if (col0 >= m) break;")
+    w(f"            const int nc = m - col0 < {BN} ? m - col0 : {BN};")
+    w(f"            __global const {ctype}* src = b + (long)k0 * bs1 + (long)col0 * bs2;")
+    w(f"            __local {A8}* dst = strip + s * {KC * RV};")
+    w("            int r = 0;")
     w(f"            if (bs1 == 1 && nc == {BN}) {{")
-    w(f"                /* b transposed (k contiguous): 8 rows at a time, each column's 8")
-    w(f"                   values one vector load, transposed in registers */")
-    w(f"                for (; r + 8 <= kn; r += 8) {{")
-    for j in range(BN):
-        w(f"                    const {A8} t{j} = {_cvt(acc, ctype, f'*(__global const {T8u}*)(src + {j} * bs2)', 8)};")
-    for i in range(8):
+    w("                /* b transposed (k contiguous): 8 rows at a time, each column's 8")
+    w("                   values one vector load, transposed in registers */")
+    w("                for (; r + 8 <= kn; r += 8) {")
+    for jj in range(BN):
+        w(f"                    const {A8} t{jj} = {_cvt(acc, ctype, f'*(__global const {T8u}*)(src + {jj} * bs2)', 8)};")
+    for ii in range(8):
         for v in range(RV):
-            els = ", ".join(f"t{8 * v + c}.s{i}" for c in range(8))
-            w(f"                    dst[{i * RV + v}] = ({A8})({els});")
+            els = ", ".join(f"t{8 * v + c}.s{ii}" for c in range(8))
+            w(f"                    dst[{ii * RV + v}] = ({A8})({els});")
     w(f"                    src += 8;  dst += {8 * RV};")
     w("                }")
     w("            }")
@@ -275,35 +285,42 @@ def _strip_kernel(w: Any, ctype: str, acc: str) -> None:
     w(f"                src += bs1;  d += {BN};")
     w("            }")
     w("        }")
-    w("        for (int rb = rb0; rb < rb1; ++rb) {")
-    w(f"            const int row0 = rb * {RM};")
+    w("        for (int s = 0; s < sw; ++s) {")
+    w(f"            const int col0 = c00 + s * {BN};")
+    w("            if (col0 >= m) break;")
+    w(f"            const int nc = m - col0 < {BN} ? m - col0 : {BN};")
+    w(f"            const bool vec = nc == {BN} && os2 == 1;")
+    w("            for (int rb = rb0; rb < rb1; ++rb) {")
+    w(f"                const int row0 = rb * {RM};")
+    p = " " * 16
     for r in range(RM):
-        w(f"            __global const {ctype}* ap{r} = "
+        w(f"{p}__global const {ctype}* ap{r} = "
           f"a + (long)(row0 + {r} < n ? row0 + {r} : n - 1) * as1 + (long)k0 * as2;")
     for r in range(RM):
-        w(f"            __global {ctype}* op{r} = out + (long)(row0 + {r} < n ? row0 + {r} : n - 1) * os1 + (long)col0 * os2;")
+        w(f"{p}__global {ctype}* op{r} = out + (long)(row0 + {r} < n ? row0 + {r} : n - 1) * os1 + (long)col0 * os2;")
         for v in range(RV):
             els = ", ".join(f"{8 * v + i} < nc ? {_cvt(acc, ctype, f'op{r}[{8 * v + i}L * os2]')} : ({acc})(0)"
                             for i in range(8))
-            w(f"            {A8} c{r}_{v} = k0 == 0 ? ({A8})(0) : vec ? "
+            w(f"{p}{A8} c{r}_{v} = k0 == 0 ? ({A8})(0) : vec ? "
               f"{_cvt(acc, ctype, f'*(__global {T8u}*)(op{r} + {8 * v})', 8)} : ({A8})({els});")
-    w(f"            __local const {A8}* bp = strip;")
-    w("            for (int kk = 0; kk < kn; ++kk) {")
+    w(f"{p}__local const {A8}* bp = strip + s * {KC * RV};")
+    w(f"{p}for (int kk = 0; kk < kn; ++kk) {{")
     for v in range(RV):
-        w(f"                const {A8} b{v} = bp[{v}];")
-    _multiply_add(w, " " * 16, ctype, acc, A8, RM, RV)
-    w(f"                bp += {RV};")
-    w("            }")
+        w(f"{p}    const {A8} b{v} = bp[{v}];")
+    _multiply_add(w, p + "    ", ctype, acc, A8, RM, RV)
+    w(f"{p}    bp += {RV};")
+    w(f"{p}}}")
     for r in range(RM):
-        w(f"            if (row0 + {r} < n) {{")
+        w(f"{p}if (row0 + {r} < n) {{")
         for v in range(RV):
-            w(f"                {{ const {ctype}8 t = {_cvt(ctype, acc, f'c{r}_{v}', 8)};")
-            w(f"                  if (vec) *(__global {T8u}*)(op{r} + {8 * v}) = t;")
-            w("                  else {")
+            w(f"{p}    {{ const {ctype}8 t = {_cvt(ctype, acc, f'c{r}_{v}', 8)};")
+            w(f"{p}      if (vec) *(__global {T8u}*)(op{r} + {8 * v}) = t;")
+            w(f"{p}      else {{")
             for i in range(8):
-                w(f"                    if ({8 * v + i} < nc) op{r}[{8 * v + i}L * os2] = t.s{i};")
-            w("                  }}")
-        w("            }")
+                w(f"{p}        if ({8 * v + i} < nc) op{r}[{8 * v + i}L * os2] = t.s{i};")
+            w(f"{p}      }}}}")
+        w(f"{p}}}")
+    w("            }")
     w("        }")
     w("    }")
     w("}")
@@ -329,9 +346,10 @@ ARG_DTYPES = {
     "matmul_vec_u": [None] + [_I64] * 4 + [None] + [_I64] * 4 + [None] + [_I64] * 4 + [_I32] * 3,
     "pack_b": [None, None, _I64, _I64, _I64, _I64, _I32, _I32],
     "matmul_vecp": [None] + [_I64] * 4 + [None] + [_I64] * 4 + [None, _I64] + [_I32] * 3,
-    "matmul_strip": [None] + [_I64] * 4 + [None] + [_I64] * 4 + [None] + [_I64] * 4 + [_I32] * 5
+    "matmul_strip": [None] + [_I64] * 4 + [None] + [_I64] * 4 + [None] + [_I64] * 4 + [_I32] * 6
                     + [_I64] * 3,
 }
+STRIP_W = 4            # at most this many adjacent strips per matmul_strip work item
 STRIP_K = 256          # rows of b per block of matmul_strip (BN * STRIP_K in local memory)
 PACK_K = 32            # rows of b per pack_b work item
 SMALL_B_BYTES = 1 << 19  # b up to this size stays in cache: don't pack it
@@ -349,15 +367,19 @@ STRIP_ITEMS = 8         # at least this many work items where the rows allow (2 
                         # more re-read b's strips once per group of rows)
 
 
-def _strip(B: int, n: int, k: int, m: int, RM: int, BN: int) -> tuple[int, int] | None:
-    """(row-block groups, row blocks per group) for ``matmul_strip``, or None
-    where the shape is for another kernel."""
+def _strip(B: int, n: int, k: int, m: int, RM: int, BN: int,
+           cols_contiguous: bool) -> tuple[int, int, int, int] | None:
+    """(work items along the columns, row-block groups, row blocks per group,
+    strips per work item) for ``matmul_strip``, or None where the shape is for
+    another kernel."""
     if n > STRIP_N and k > STRIP_KMAX:
         return None
     nrb, npan = _ceil(n, RM), _ceil(m, BN)
-    groups = min(nrb, _ceil(STRIP_ITEMS, npan * B))
+    sw = STRIP_W if cols_contiguous and _ceil(npan, STRIP_W) * B >= STRIP_ITEMS else 1
+    ncw = _ceil(npan, sw)
+    groups = min(nrb, _ceil(STRIP_ITEMS, ncw * B))
     rpg = _ceil(nrb, groups)
-    return _ceil(nrb, rpg), rpg
+    return ncw, _ceil(nrb, rpg), rpg, sw
 
 
 def launch(dev: Any, kernels: dict[str, Any], itemsize: int,
@@ -369,10 +391,10 @@ def launch(dev: Any, kernels: dict[str, Any], itemsize: int,
     npan = _ceil(m, BN)
     q = dev.queue
     (ob, oo, ost), (ab, ao, ast), (bb, bo, bst) = out, a, b
-    st = _strip(B, n, k, m, RM, BN)
+    st = _strip(B, n, k, m, RM, BN, bst[2] == 1)
     if st is not None:
-        kernels["matmul_strip"](q, (npan, st[0], B), (1, 1, 1), ob, oo, *ost, ab, ao, *ast,
-                                bb, bo, *bst, n, k, m, st[1], 1, 0, 0, 0)
+        kernels["matmul_strip"](q, (st[0], st[1], B), (1, 1, 1), ob, oo, *ost, ab, ao, *ast,
+                                bb, bo, *bst, n, k, m, st[2], st[3], 1, 0, 0, 0)
         return
     if bst[2] == 1 and ost[2] == 1 and k * m * itemsize <= SMALL_B_BYTES:
         gn = _ceil(_ceil(n, RM), 4) * 4
@@ -398,11 +420,11 @@ def _launch_plan(dev: Any, kernels: dict[str, Any], itemsize: int, ost: tuple, a
     RM, RV, BN = _tile("double" if itemsize == 8 else "float")
     npan = _ceil(m, BN)
     sides = [L.view(0), *ost, L.view(1), *ast]
-    st = _strip(B, n, k, m, RM, BN)
+    st = _strip(B, n, k, m, RM, BN, bst[2] == 1)
     if st is not None:
         return L.prepare(dev, [(kernels["matmul_strip"],
-                                [*sides, L.view(2), *bst, n, k, m, st[1], *inner],
-                                [((npan, st[0], B), (1, 1, 1), None)])])
+                                [*sides, L.view(2), *bst, n, k, m, st[2], st[3], *inner],
+                                [((st[0], st[1], B), (1, 1, 1), None)])])
     assert inner[0] == 1
     if bst[2] == 1 and ost[2] == 1 and k * m * itemsize <= SMALL_B_BYTES:
         gn = _ceil(_ceil(n, RM), 4) * 4
@@ -549,7 +571,7 @@ def _plan(out: View, a: View, b: View) -> Callable[[View, View, View], None]:
     if len(bdims) == 1:  # (one batch dim, the kernels' own)
         own = _launch_plan(dev, ks, isz, (obs[-1], *os12), (abs_[-1], *as12),
                            (bbs[-1], *bs12), bdims[-1], n, K, m)
-    elif len(bdims) == 2 and _strip(bdims[0] * bdims[1], n, K, m, RM, BN) is not None:
+    elif len(bdims) == 2 and _strip(bdims[0] * bdims[1], n, K, m, RM, BN, bs12[1] == 1) is not None:
         # two batch dims that don't merge (attention's heads as views of one
         # tensor): one launch of the strip kernel, which takes both
         own = _launch_plan(dev, ks, isz, (obs[0], *os12), (abs_[0], *as12), (bbs[0], *bs12),
