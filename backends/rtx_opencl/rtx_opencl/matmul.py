@@ -6,8 +6,9 @@
 
 Each work item computes a block of RM rows x 8*RV columns of ``out`` in vector
 accumulators (a BLIS-style micro kernel: per k step, RV vectors of a row of b,
-RM broadcast scalars of a, RM*RV vector multiply-adds). No local memory, no
-barriers: on a CPU the caches do the tiling.
+RM broadcast scalars of a, RM*RV vector multiply-adds). No barriers: on a CPU
+the caches do the tiling (``matmul_strip``'s local memory is one work item's
+copy of b, which PoCL keeps per work-group, in cache).
 
 * ``pack_b`` first copies b (any strides, zero padded) into contiguous panels
   of 8*RV columns, which ``matmul_vecp`` then streams: unit-stride, TLB-friendly
@@ -15,19 +16,26 @@ barriers: on a CPU the caches do the tiling.
 * ``matmul_strip`` takes a with few rows (up to ``STRIP_N``: the convolutions'
   forward W @ cols and weight gradient dY @ cols^T, Linear layers at small
   batch), or a short sum (up to ``STRIP_KMAX``: the convolutions' input
-  gradient W^T @ dY, Linear weight gradients): a work item owns a strip of
-  8*RV columns and a group of row blocks, and per block of ``STRIP_K`` rows
-  copies b's strip (any strides; a transposed b 8 rows at a time through an
+  gradient W^T @ dY, Linear weight gradients): a work item owns one strip of
+  8*RV columns (up to ``STRIP_W`` adjacent ones where b's columns are
+  contiguous) and a group of row blocks, and per block of ``STRIP_K`` rows
+  copies b's strips (any strides; a transposed b 8 rows at a time through an
   in-register transpose) into local memory before running the row blocks over
-  it. b is read once, with no packing pass and no packed copy; the
+  them. b is read once, with no packing pass and no packed copy; the
   accumulators are resumed from out after the first block, so each output
-  still sums k in order.
+  still sums k in order. It also takes a second batch dim (heads viewed out
+  of one tensor), and a product with a few columns runs as out^T = b^T @ a^T.
 * ``matmul_vec_u`` reads b in place when b and out have column stride 1 and b is
   small (fits in cache).
 
 Measured on PoCL, 2 cores (benchmarks/ops.py): 1024^3 float32 at 5-10x the
 GFLOP/s of CLBlast on the same device; ``RTX_OPENCL_MATMUL=clblast`` selects
-CLBlast for float32/float64 where pyclblast is installed.
+CLBlast for float32/float64 where pyclblast is installed. The models' shapes:
+``benchmarks/opencl_matmul.py``. On an AMD Zen 4 the PyPI PoCL (LLVM 14) takes
+the CPU for znver3 and emits AVX2 (16 ymm registers), and the 6x2 float8 tile
+runs its FMAs at about the two cores' peak (~210 GF/s at 1024^3): what is left
+for the other shapes is memory traffic, not the micro kernel (Zen 4 runs a
+512-bit FMA as two 256-bit halves, so 16-wide vectors would not add FLOP/s).
 
 PoCL (3.0, LLVM 14) does not inline OpenCL builtins: ``fma``, ``min``,
 ``vload8`` each become a call that spills the accumulators. Hence ``a * b + c``
@@ -156,7 +164,8 @@ def _pack_kernels(w: Any, ctype: str, acc: str) -> None:
     A8 = f"{acc}8"
     A8u = f"{ctype}8u"
     full = "\n".join(
-        f"            *(__global {A8}*)(dst + {8 * v}) = {_cvt(acc, ctype, f'*(__global const {A8u}*)(src + {8 * v})', 8)};"
+        f"            *(__global {A8}*)(dst + {8 * v}) = "
+        f"{_cvt(acc, ctype, f'*(__global const {A8u}*)(src + {8 * v})', 8)};"
         for v in range(RV))
     w(f"""/* Pack b (any strides) into column panels of width {BN}:
    pk[((bt * npan + p) * k + kk) * {BN} + j] = b[bt, kk, p*{BN} + j]  (0 past m).
@@ -235,7 +244,8 @@ def _strip_kernel(w: Any, ctype: str, acc: str) -> None:
     w(f"__kernel void matmul_strip" + _SIG.format(T=ctype)[:-1]
       + ",\n        int rpg, int sw, int nbi, long osi, long asi, long bsi)\n{")
     w("    /* (batch: get_global_id(2) = outer * nbi + inner; strides s0 outer, si inner) */")
-    w(f"    __local {A8} strip[{SW * KC * RV}];  /* up to {SW} strips of KC={KC} rows x BN={BN} columns */")
+    w(f"    __local {A8} strip[{SW * KC * RV}];"
+      f"  /* up to {SW} strips of KC={KC} rows x BN={BN} columns */")
     w(f"    const int c00 = get_global_id(0) * sw * {BN};")
     w("    const int rb0 = get_global_id(1) * rpg;")
     w("    const long bg = get_global_id(2), bt = bg / nbi, bi = bg - bt * nbi;")
@@ -253,7 +263,8 @@ def _strip_kernel(w: Any, ctype: str, acc: str) -> None:
     w(f"                __local {A8}* dst = strip + r * {RV};")
     w("                for (int s = 0; s < sw; ++s) {")
     for v in range(RV):
-        w(f"                    dst[{v}] = {_cvt(acc, ctype, f'*(__global const {T8u}*)(src + s * {BN} + {8 * v})', 8)};")
+        ld = f"*(__global const {T8u}*)(src + s * {BN} + {8 * v})"
+        w(f"                    dst[{v}] = {_cvt(acc, ctype, ld, 8)};")
     w(f"                    dst += {KC * RV};")
     w("                }")
     w("                src += bs1;")
@@ -270,7 +281,8 @@ def _strip_kernel(w: Any, ctype: str, acc: str) -> None:
     w("                   values one vector load, transposed in registers */")
     w("                for (; r + 8 <= kn; r += 8) {")
     for jj in range(BN):
-        w(f"                    const {A8} t{jj} = {_cvt(acc, ctype, f'*(__global const {T8u}*)(src + {jj} * bs2)', 8)};")
+        ld = f"*(__global const {T8u}*)(src + {jj} * bs2)"
+        w(f"                    const {A8} t{jj} = {_cvt(acc, ctype, ld, 8)};")
     for ii in range(8):
         for v in range(RV):
             els = ", ".join(f"t{8 * v + c}.s{ii}" for c in range(8))
@@ -297,10 +309,11 @@ def _strip_kernel(w: Any, ctype: str, acc: str) -> None:
         w(f"{p}__global const {ctype}* ap{r} = "
           f"a + (long)(row0 + {r} < n ? row0 + {r} : n - 1) * as1 + (long)k0 * as2;")
     for r in range(RM):
-        w(f"{p}__global {ctype}* op{r} = out + (long)(row0 + {r} < n ? row0 + {r} : n - 1) * os1 + (long)col0 * os2;")
+        w(f"{p}__global {ctype}* op{r} = "
+          f"out + (long)(row0 + {r} < n ? row0 + {r} : n - 1) * os1 + (long)col0 * os2;")
         for v in range(RV):
-            els = ", ".join(f"{8 * v + i} < nc ? {_cvt(acc, ctype, f'op{r}[{8 * v + i}L * os2]')} : ({acc})(0)"
-                            for i in range(8))
+            els = ", ".join(f"{8 * v + i} < nc ? {_cvt(acc, ctype, f'op{r}[{8 * v + i}L * os2]')}"
+                            f" : ({acc})(0)" for i in range(8))
             w(f"{p}{A8} c{r}_{v} = k0 == 0 ? ({A8})(0) : vec ? "
               f"{_cvt(acc, ctype, f'*(__global {T8u}*)(op{r} + {8 * v})', 8)} : ({A8})({els});")
     w(f"{p}__local const {A8}* bp = strip + s * {KC * RV};")
