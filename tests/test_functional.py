@@ -1117,6 +1117,7 @@ def test_cross_entropy_errors(device):
         F.cross_entropy(x, T(np.array([0, 1, 2]), device), label_smoothing=1.5)
     with pytest.raises(IndexError, match="Target 9 is out of bounds"):
         F.nll_loss(x, T(np.array([0, 9, 1]), device))
+        raise_device_errors()
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])

@@ -1,20 +1,21 @@
 """Index bounds checks, on devices that wait and on devices that don't.
 
 An index tensor must be in range before a gather, a scatter or ``x[idx]`` reads
-or writes with it. On a device whose work runs where the host is (cpu) or that
-the core synchronises anyway (opencl), the core reads the index's smallest and
-largest value and raises ``IndexError`` before the kernel runs, as PyTorch does
-on the CPU.
+or writes with it. On a device whose work runs where the host is (cpu), the
+core reads the index's smallest and largest value and raises ``IndexError``
+before the kernel runs, as PyTorch does on the CPU.
 
-On a device that queues its work (a backend with ``async_errors = True``: CUDA),
+On a device that queues its work (a backend with ``async_errors = True``: CUDA,
+OpenCL),
 reading two numbers back would stop the host and drain the queue on every
 embedding lookup, gather and loss. There the check is a kernel: one boolean
 flag on the device, queued with the op, read when the host next waits for the
 device anyway (a ``to_host``: ``.item()``, ``.numpy()``, printing, ``.cpu()``;
 or ``synchronize()``). A bad index then raises the same ``IndexError`` there --
 later, as PyTorch's CUDA device-side assert does. The kernels themselves never
-touch memory out of range (CuPy's indexing wraps indices around), so a late
-error has only wrong values behind it, which the error says not to use.
+touch memory out of range (CuPy's indexing wraps indices around, rtx_opencl's
+index kernels clamp them), so a late error has only wrong values behind it,
+which the error says not to use.
 """
 
 from __future__ import annotations

@@ -34,6 +34,10 @@ class OpenCLBackend(Backend):
     name = "opencl"
     distribution = "rtx-opencl"
     version = __version__
+    # index checks queued as kernels, their flags read at the next read back:
+    # reading an index's bounds at every gather, embedding or loss would wait
+    # for the whole queue mid-step (the index kernels clamp meanwhile)
+    async_errors = True
 
     def is_available(self) -> bool:
         return runtime.problem() is None

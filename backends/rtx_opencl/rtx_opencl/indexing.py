@@ -34,11 +34,19 @@ def gather_source(dt: str, rank: int) -> tuple[str, list[str]]:
         p, k = C.ptr_params(name, d, rank)
         params += p
         kinds += k
-    params += ["long xsd"] + [f"long n{d}" for d in range(1, rank)]
-    kinds += ["long"] * rank
+    params += ["long xsd", "long xn"] + [f"long n{d}" for d in range(1, rank)]
+    kinds += ["long"] * (rank + 1)
     body = (C.index_math(rank, ["out", "pi", "px"])
-            + f"\n    {C.store(dt, 'out', 'p_out', C.load(dt, 'px', 'p_px + pi[p_pi] * xsd'))}")
+            + f"\n    const long at = {_clamped('pi[p_pi]', 'xn')};"
+            + f"\n    {C.store(dt, 'out', 'p_out', C.load(dt, 'px', 'p_px + at * xsd'))}")
     return C.kernel_source(f"gather {dt}", {dt}, params, body), kinds
+
+
+def _clamped(i: str, n: str) -> str:
+    """Index ``i`` held inside ``[0, n)``. The core checks indices on the device
+    and raises at the next read (``async_errors``): a bad one must not reach
+    memory outside the tensor meanwhile. (Ternaries: PoCL calls ``clamp``.)"""
+    return f"({i} < 0 ? 0 : {i} >= {n} ? {n} - 1 : {i})"
 
 
 def index_source(dt: str, rank: int, nidx: int) -> tuple[str, list[str]]:
@@ -52,9 +60,11 @@ def index_source(dt: str, rank: int, nidx: int) -> tuple[str, list[str]]:
         kinds += k
         names.append(f"pi{j}")
     p, k = C.ptr_params("px", dt, rank)
-    params += p + [f"long xsd{j}" for j in range(nidx)] + [f"long n{d}" for d in range(1, rank)]
-    kinds += k + ["long"] * (nidx + rank - 1)
-    at = " + ".join(["p_px"] + [f"pi{j}[p_pi{j}] * xsd{j}" for j in range(nidx)])
+    params += p + [f"long xsd{j}" for j in range(nidx)] + [f"long xn{j}" for j in range(nidx)] \
+        + [f"long n{d}" for d in range(1, rank)]
+    kinds += k + ["long"] * (2 * nidx + rank - 1)
+    at = " + ".join(["p_px"] + [f"{_clamped(f'pi{j}[p_pi{j}]', f'xn{j}')} * xsd{j}"
+                                for j in range(nidx)])
     body = (C.index_math(rank, names + ["px"])
             + f"\n    {C.store(dt, 'out', 'p_out', C.load(dt, 'px', at))}")
     return C.kernel_source(f"index {dt} by {nidx} index tensors", {dt}, params, body), kinds
@@ -69,13 +79,15 @@ def scatter_add_source(dt: str, rank: int) -> tuple[str, list[str]]:
         p, k = C.ptr_params(name, d, rank)
         params += p
         kinds += k
-    params += ["long osd", "long isd", "long ssd", "long len"] + [f"long n{d}" for d in range(1, rank)]
-    kinds += ["long"] * (4 + rank - 1)
+    params += ["long osd", "long isd", "long ssd", "long len", "long on"] + \
+        [f"long n{d}" for d in range(1, rank)]
+    kinds += ["long"] * (5 + rank - 1)
     ct = C.CTYPE[dt][1]
     body = (C.index_math(rank, ["out", "pi", "ps"])
             + f"""
     for (long j = 0; j < len; j++) {{
-        const long at = p_out + pi[p_pi + j * isd] * osd;
+        const long i = pi[p_pi + j * isd];
+        const long at = p_out + {_clamped('i', 'on')} * osd;
         const {ct} v = {C.load(dt, 'out', 'at')} + {C.load(dt, 'ps', 'p_ps + j * ssd')};
         {C.store(dt, 'out', 'at', 'v')}
     }}""")
@@ -152,8 +164,8 @@ def _gather_plan(out: View, x: View, dim: int, index: View) -> Any:
     dims, (ost, ist, xs) = L.coalesce(out.shape, [out.strides, index.strides, tuple(xst)])
     dt, rank = out.dtype.name, len(dims)
     k = L.kernel(dev, ("gather", dt, rank), lambda: gather_source(dt, rank))
-    return L.prepare(dev, [(k, [L.view(0), *ost, L.view(1), *ist, L.view(2), *xs, xsd, *dims[1:]],
-                            L.ranges(n))])
+    return L.prepare(dev, [(k, [L.view(0), *ost, L.view(1), *ist, L.view(2), *xs, xsd,
+                                x.shape[dim], *dims[1:]], L.ranges(n))])
 
 
 def index(out: View, x: View, indices: tuple[View, ...]) -> None:
@@ -184,7 +196,8 @@ def _index_plan(out: View, x: View, indices: tuple[View, ...]) -> Any:
     args: list[Any] = [L.view(0), *sts[0]]
     for j in range(nidx):
         args += [L.view(1 + j), *sts[1 + j]]
-    args += [L.view(1 + nidx), *sts[-1], *(x.strides[j] for j in range(nidx)), *dims[1:]]
+    args += [L.view(1 + nidx), *sts[-1], *(x.strides[j] for j in range(nidx)),
+             *(x.shape[j] for j in range(nidx)), *dims[1:]]
     return L.prepare(dev, [(k, args, L.ranges(n))])
 
 
@@ -208,8 +221,9 @@ def scatter_add(out: View, dim: int, index: View, src: View) -> None:
         E.cast(out, wide_out)
         return
 
-    key = ("scatter_add plan", out.dtype, out.strides, dim, index.dtype, index.shape,
-           index.strides, src.strides)
+    key = ("scatter_add plan", out.dtype, out.shape[dim] if out.shape else 1, out.strides, dim,
+           index.dtype,
+           index.shape, index.strides, src.strides)
     p = dev.programs.get(key)
     if p is None:
         p = L.planned(dev, key, lambda: _scatter_add_plan(out, dim, index, src, length, cols))
@@ -228,7 +242,7 @@ def _scatter_add_plan(out: View, dim: int, index: View, src: View, length: int, 
     dev = out.buffer.dev
     k = L.kernel(dev, ("scatter_add", dt, rank), lambda: scatter_add_source(dt, rank))
     return L.prepare(dev, [(k, [L.view(0), *ost, L.view(1), *ist, L.view(2), *sst, *along, length,
-                                *dims[1:]], L.ranges(cols))])
+                                out.shape[dim] if out.shape else 1, *dims[1:]], L.ranges(cols))])
 
 
 def masked_select(out: View, x: View, mask: View) -> None:

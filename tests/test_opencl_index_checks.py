@@ -1,0 +1,94 @@
+"""rtx_opencl checks indices on the device (``async_errors``): a gather, an
+embedding or a loss reads nothing back mid-step, a bad index raises IndexError
+at the next read naming it, and meanwhile the index kernels (gather, index,
+scatter_add) clamp it: nothing outside the tensor is read or written, whatever
+the index (the neighbours of a view inside a larger buffer stay untouched)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rtxcore as rc
+import rtxcore.nn.functional as F
+
+R = pytest.importorskip("rtx_opencl.runtime")
+pytestmark = pytest.mark.skipif(R.problem() is not None, reason=f"opencl: {R.problem()}")
+
+DEV = "opencl"
+
+
+def _count_reads(monkeypatch):
+    reads = []
+    table = rc.tensor([0.0], device=DEV)._device.kernels
+    real = table["to_host"]
+    monkeypatch.setitem(table, "to_host", lambda x: reads.append(x.shape) or real(x))
+    return reads
+
+
+def _ops():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((6, 4)).astype(np.float32)
+    w = rng.standard_normal((10, 3)).astype(np.float32)
+    logits = rng.standard_normal((4, 5)).astype(np.float32)
+    g_idx = rng.integers(0, 6, (3, 4))
+    return {
+        "index": lambda d: rc.tensor(x, device=d)[rc.tensor([0, 5, -1, 2], device=d)],
+        "gather": lambda d: rc.tensor(x, device=d).gather(0, rc.tensor(g_idx, device=d)),
+        "scatter_add": lambda d: rc.tensor(x, device=d).scatter_add(
+            0, rc.tensor(g_idx, device=d), rc.ones(3, 4, device=d)),
+        "embedding": lambda d: F.embedding(rc.tensor([[1, 9], [0, -2]], device=d),
+                                           rc.tensor(w, device=d)),
+        "cross_entropy": lambda d: F.cross_entropy(rc.tensor(logits, device=d),
+                                                   rc.tensor([1, 0, 4, 2], device=d)),
+    }
+
+
+@pytest.mark.parametrize("op", list(_ops()))
+def test_no_read_back_per_op_and_the_cpu_values(monkeypatch, op):
+    want = _ops()[op]("cpu").numpy()
+    reads = _count_reads(monkeypatch)
+    got = _ops()[op](DEV)
+    assert reads == [], f"{op} read {len(reads)} tensors back to the host"
+    np.testing.assert_allclose(got.cpu().numpy(), want, rtol=1e-6, atol=1e-6)
+
+
+BAD = [4, -5, 7, 2 ** 40, -(2 ** 40), 2 ** 62]  # 4, -5: inside the buffer, outside x
+
+
+@pytest.mark.parametrize("bad", BAD)
+def test_gather_and_index_read_nothing_outside_and_raise_later(bad):
+    # x is the middle rows of a larger buffer: a read past x would see the 99s
+    big = rc.tensor(np.full((10, 4), 99.0, np.float32), device=DEV)
+    big[3:7] = rc.tensor(np.arange(16.0, dtype=np.float32).reshape(4, 4), device=DEV)
+    x = big[3:7]
+    g = x.gather(0, rc.tensor([[0, bad, 1, 2]], device=DEV))
+    y = x[rc.tensor([bad, 1], device=DEV)]
+    with pytest.raises(IndexError, match=f"index {bad} is out of bounds"):
+        g.cpu()
+    # reported once; what the kernels read meanwhile came from x alone
+    vals = np.concatenate([g.cpu().numpy().ravel(), y.cpu().numpy().ravel()])
+    assert not (vals == 99.0).any(), vals
+
+
+@pytest.mark.parametrize("bad", BAD)
+def test_scatter_add_writes_nothing_outside_and_raises_later(bad):
+    big = rc.zeros(10, 3, device=DEV)
+    out = big[3:7]
+    out.scatter_add_(0, rc.tensor([[0, bad, 3]], device=DEV), rc.ones(1, 3, device=DEV))
+    with pytest.raises(IndexError, match=f"index {bad} is out of bounds"):
+        rc.zeros(1, device=DEV).item()
+    b = big.cpu().numpy()
+    assert not b[:3].any() and not b[7:].any(), b
+    assert b.sum() == 3.0  # each add landed somewhere inside out
+
+
+def test_an_embedding_and_a_loss_name_their_bad_index_at_the_next_read():
+    F.embedding(rc.tensor([4], device=DEV), rc.ones(3, 2, device=DEV))
+    with pytest.raises(IndexError, match="index 4 is out of bounds for dimension 0 with size 3"):
+        rc.zeros(1, device=DEV).item()
+    loss = F.cross_entropy(rc.zeros(2, 3, device=DEV), rc.tensor([0, 5], device=DEV))
+    with pytest.raises(IndexError, match=r"Target 5 is out of bounds \(input has 3 classes"):
+        loss.item()
+    # the device is usable again
+    assert rc.arange(4.0, device=DEV).sum().item() == 6.0
