@@ -141,3 +141,24 @@ def test_few_columns(m) -> None:
         ai, bi = (a * 4).astype(dtype), (b * 4).astype(dtype)
         np.testing.assert_allclose((_t(ai) @ _t(bi)).numpy(), ai.astype(np.float64) @ bi,
                                    rtol=1e-9)
+
+
+def test_strip_kernel_sized_to_local_memory(monkeypatch) -> None:
+    """The strip kernel holds at most half the device's local memory (a GPU's
+    32-64 KiB take fewer strips; under 32 KiB the program has none), and
+    products still run on the other kernels without it."""
+    M = pytest.importorskip("rtx_opencl.matmul")
+
+    class Dev:
+        def __init__(self, local_mem: int) -> None:
+            self.local_mem = local_mem
+
+    assert [M._strip_w(Dev(x << 10)) for x in (1024, 64, 48, 32, 16)] == [4, 2, 1, 1, 0]
+    src = M.source("float", "float", 0)
+    assert "matmul_strip" not in src and "matmul_vecp" in src
+    R.device(0).build(src, "matmul without the strip kernel")  # (it builds)
+    monkeypatch.setattr(M, "_strip_w", lambda dev: 0)
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal((11, 77), dtype=np.float32)  # (a shape no other test plans)
+    b = rng.standard_normal((77, 333), dtype=np.float32)
+    np.testing.assert_allclose((_t(a) @ _t(b)).numpy(), _ref(a, b), rtol=1e-4, atol=1e-4)

@@ -230,7 +230,7 @@ __kernel void pack_b(__global {acc}* restrict pk,
     w("}")
 
 
-def _strip_kernel(w: Any, ctype: str, acc: str) -> None:
+def _strip_kernel(w: Any, ctype: str, acc: str, SW: int) -> None:
     """Write (``w``, a line at a time) ``matmul_strip``: a work item owns ``sw``
     adjacent strips of BN columns of out and a group of its row blocks; per
     block of KC rows of b it copies b's strips (any strides) into local memory,
@@ -240,7 +240,7 @@ def _strip_kernel(w: Any, ctype: str, acc: str) -> None:
     at a time (fewer DRAM pages opened per byte than one strip's 64 bytes)."""
     RM, RV, BN = _tile(acc)
     A8, T8u = f"{acc}8", f"{ctype}8u"
-    KC, SW = STRIP_K, STRIP_W
+    KC = STRIP_K
     w(f"__kernel void matmul_strip" + _SIG.format(T=ctype)[:-1]
       + ",\n        int rpg, int sw, int nbi, long osi, long asi, long bsi)\n{")
     w("    /* (batch: get_global_id(2) = outer * nbi + inner; strides s0 outer, si inner) */")
@@ -339,7 +339,10 @@ def _strip_kernel(w: Any, ctype: str, acc: str) -> None:
     w("}")
 
 
-def source(ctype: str, acc: str) -> str:
+def source(ctype: str, acc: str, strip_w: int | None = None) -> str:
+    """The program for one dtype; ``strip_w``: the most strips a ``matmul_strip``
+    work item holds in local memory (``_strip_w``; default ``STRIP_W``)."""
+    strip_w = STRIP_W if strip_w is None else strip_w
     head = "#pragma OPENCL FP_CONTRACT ON\n"
     if "double" in (ctype, acc):
         head += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
@@ -350,7 +353,8 @@ def source(ctype: str, acc: str) -> str:
     lines.append("")
     _vec_kernel(lines.append, ctype, acc)
     lines.append("")
-    _strip_kernel(lines.append, ctype, acc)
+    if strip_w:
+        _strip_kernel(lines.append, ctype, acc, strip_w)
     return head + "\n".join(lines) + "\n"
 
 
@@ -380,15 +384,23 @@ STRIP_ITEMS = 8         # at least this many work items where the rows allow (2 
                         # more re-read b's strips once per group of rows)
 
 
-def _strip(B: int, n: int, k: int, m: int, RM: int, BN: int,
-           cols_contiguous: bool) -> tuple[int, int, int, int] | None:
+def _strip_w(dev: Any) -> int:
+    """The most strips of b (``STRIP_K`` rows of 64 bytes each) a
+    ``matmul_strip`` work item holds in ``dev``'s local memory, using at most
+    half of it (PoCL: 1 MiB; a GPU: 32-64 KiB); 0 where not even one fits (then
+    the program has no ``matmul_strip``)."""
+    return next((w for w in (STRIP_W, 2, 1) if w * STRIP_K * 64 <= dev.local_mem // 2), 0)
+
+
+def _strip(B: int, n: int, k: int, m: int, RM: int, BN: int, cols_contiguous: bool,
+           strip_w: int) -> tuple[int, int, int, int] | None:
     """(work items along the columns, row-block groups, row blocks per group,
     strips per work item) for ``matmul_strip``, or None where the shape is for
-    another kernel."""
-    if n > STRIP_N and k > STRIP_KMAX:
+    another kernel. ``strip_w``: the device's ``_strip_w``."""
+    if (n > STRIP_N and k > STRIP_KMAX) or strip_w == 0:
         return None
     nrb, npan = _ceil(n, RM), _ceil(m, BN)
-    sw = STRIP_W if cols_contiguous and _ceil(npan, STRIP_W) * B >= STRIP_ITEMS else 1
+    sw = strip_w if cols_contiguous and _ceil(npan, strip_w) * B >= STRIP_ITEMS else 1
     ncw = _ceil(npan, sw)
     groups = min(nrb, _ceil(STRIP_ITEMS, ncw * B))
     rpg = _ceil(nrb, groups)
@@ -404,7 +416,7 @@ def launch(dev: Any, kernels: dict[str, Any], itemsize: int,
     npan = _ceil(m, BN)
     q = dev.queue
     (ob, oo, ost), (ab, ao, ast), (bb, bo, bst) = out, a, b
-    st = _strip(B, n, k, m, RM, BN, bst[2] == 1)
+    st = _strip(B, n, k, m, RM, BN, bst[2] == 1, _strip_w(dev))
     if st is not None:
         kernels["matmul_strip"](q, (st[0], st[1], B), (1, 1, 1), ob, oo, *ost, ab, ao, *ast,
                                 bb, bo, *bst, n, k, m, st[2], st[3], 1, 0, 0, 0)
@@ -433,7 +445,7 @@ def _launch_plan(dev: Any, kernels: dict[str, Any], itemsize: int, ost: tuple, a
     RM, RV, BN = _tile("double" if itemsize == 8 else "float")
     npan = _ceil(m, BN)
     sides = [L.view(0), *ost, L.view(1), *ast]
-    st = _strip(B, n, k, m, RM, BN, bst[2] == 1)
+    st = _strip(B, n, k, m, RM, BN, bst[2] == 1, _strip_w(dev))
     if st is not None:
         return L.prepare(dev, [(kernels["matmul_strip"],
                                 [*sides, L.view(2), *bst, n, k, m, st[2], st[3], *inner],
@@ -509,11 +521,13 @@ def _matmul_kernels(dev: R.Device, dt: str) -> dict[str, Any]:
         def bind(prg: Any) -> dict[str, Any]:
             ks = {}
             for name, arg_dtypes in ARG_DTYPES.items():
-                ks[name] = L.typed(R.cl.Kernel(prg, name), arg_dtypes)
+                if name != "matmul_strip" or _strip_w(dev):
+                    ks[name] = L.typed(R.cl.Kernel(prg, name), arg_dtypes)
             return ks
 
         ct = C.CTYPE[dt][1]
-        ks = dev.launcher(key, lambda: dev.build(source(ct, ct), f"matmul ({dt})"), bind)
+        ks = dev.launcher(key, lambda: dev.build(source(ct, ct, _strip_w(dev)), f"matmul ({dt})"),
+                          bind)
     return ks
 
 
@@ -584,7 +598,8 @@ def _plan(out: View, a: View, b: View) -> Callable[[View, View, View], None]:
     if len(bdims) == 1:  # (one batch dim, the kernels' own)
         own = _launch_plan(dev, ks, isz, (obs[-1], *os12), (abs_[-1], *as12),
                            (bbs[-1], *bs12), bdims[-1], n, K, m)
-    elif len(bdims) == 2 and _strip(bdims[0] * bdims[1], n, K, m, RM, BN, bs12[1] == 1) is not None:
+    elif len(bdims) == 2 and _strip(bdims[0] * bdims[1], n, K, m, RM, BN, bs12[1] == 1,
+                                    _strip_w(dev)) is not None:
         # two batch dims that don't merge (attention's heads as views of one
         # tensor): one launch of the strip kernel, which takes both
         own = _launch_plan(dev, ks, isz, (obs[0], *os12), (abs_[0], *as12), (bbs[0], *bs12),
