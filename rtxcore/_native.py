@@ -37,8 +37,10 @@ def raise_pending(dev: Any) -> None:
         return
     dev._pending_checks = []
     host = dev._raw_to_host
-    for flag, t, low, high, error in pending:
-        if bool(host(view_of(flag)).reshape(-1)[0]):
-            arr = host(view_of(t))
-            lo, hi = int(arr.min()), int(arr.max())
-            raise error(hi if hi >= high else lo)
+
+    def read(t: Any) -> Any:
+        return host(view_of(t))
+
+    for flag, make_error in pending:
+        if bool(read(flag).reshape(-1)[0]):
+            raise make_error(read)

@@ -1174,8 +1174,13 @@ def test_binary_cross_entropy_endpoints_and_errors(device):
         tx = tt(x).requires_grad_()
         TF.binary_cross_entropy(tx, tt(t), reduction="sum").backward()
         close(xs.grad, tx.grad.numpy(), rtol=1e-12)
-    with pytest.raises(RuntimeError, match="all elements of input should be between 0 and 1"):
+    with pytest.raises(RuntimeError, match=r"all elements of input should be between 0 and 1 "
+                                           r"\(got values in \[0.5, 1.5\]\)"):
         F.binary_cross_entropy(T([0.5, 1.5], device), T([0.0, 1.0], device))
+        raise_device_errors()  # (a device that queues its work: at the next read)
+    with pytest.raises(RuntimeError, match="all elements of input should be between 0 and 1"):
+        F.binary_cross_entropy(T([0.5, np.nan], device), T([0.0, 1.0], device))
+        raise_device_errors()
     with pytest.raises(ValueError, match=r"using a target size \(\(2, 1\)\) that is different to the "
                                          r"input size \(\(2,\)\)"):
         F.binary_cross_entropy(T([0.5, 0.5], device), T([[0.0], [1.0]], device))

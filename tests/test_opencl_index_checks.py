@@ -1,5 +1,6 @@
 """rtx_opencl checks indices on the device (``async_errors``): a gather, an
-embedding or a loss reads nothing back mid-step, a bad index raises IndexError
+embedding or a loss (binary cross-entropy's input range too) reads nothing back
+mid-step, a bad index raises IndexError
 at the next read naming it, and meanwhile the index kernels (gather, index,
 scatter_add) clamp it: nothing outside the tensor is read or written, whatever
 the index (the neighbours of a view inside a larger buffer stay untouched)."""
@@ -41,6 +42,9 @@ def _ops():
                                            rc.tensor(w, device=d)),
         "cross_entropy": lambda d: F.cross_entropy(rc.tensor(logits, device=d),
                                                    rc.tensor([1, 0, 4, 2], device=d)),
+        # (not an index: its inputs' range, checked the same way)
+        "binary_cross_entropy": lambda d: F.binary_cross_entropy(
+            rc.tensor(logits, device=d).sigmoid(), rc.tensor(logits > 0, device=d).float()),
     }
 
 
@@ -92,3 +96,9 @@ def test_an_embedding_and_a_loss_name_their_bad_index_at_the_next_read():
         loss.item()
     # the device is usable again
     assert rc.arange(4.0, device=DEV).sum().item() == 6.0
+
+
+def test_binary_cross_entropy_names_an_input_outside_0_1_at_the_next_read():
+    loss = F.binary_cross_entropy(rc.tensor([0.5, 1.5], device=DEV), rc.tensor([0.0, 1.0], device=DEV))
+    with pytest.raises(RuntimeError, match=r"between 0 and 1 \(got values in \[0.5, 1.5\]\)"):
+        loss.item()

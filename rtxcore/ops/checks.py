@@ -25,8 +25,8 @@ from typing import Any, Callable
 from .._native import raise_pending  # noqa: F401  (where device and cuda reach it)
 from ..tensor import Tensor
 
-# a device's pending checks (Device._pending_checks): (flag, index tensor, low,
-# high, the error from the bad value)
+# a device's pending checks (Device._pending_checks): (flag, the error made from
+# a read of the tensors it names, when the flag is set)
 MAX_PENDING = 256  # beyond this many unchecked flags, the next check waits and reads them
 
 
@@ -56,11 +56,24 @@ def check_range(t: Tensor, low: int, high: int,
 
     flag = reduce_("max", E.logical_or(E.lt(t, low), E.ge(t, high)), tuple(range(t.ndim)),
                    False)
+
+    def make_error(read: Callable[[Tensor], Any]) -> Exception:
+        arr = read(t)
+        lo, hi = int(arr.min()), int(arr.max())
+        return error(hi if hi >= high else lo)
+
+    queue_check(dev, flag, make_error)
+    return None
+
+
+def queue_check(dev: Any, flag: Tensor, make_error: Callable[[Any], Exception]) -> None:
+    """On an ``async_errors`` device: raise ``make_error(read)`` at the next read
+    back if the one-element ``flag`` is then set (``read(t)`` gives a tensor's
+    values on the host, to name what was wrong)."""
     pending = dev._pending_checks
-    pending.append((flag, t, low, high, error))
+    pending.append((flag, make_error))
     if len(pending) > MAX_PENDING:
         raise_pending(dev)
-    return None
 
 
 def wrap_negative(t: Tensor, size: int) -> Tensor:
@@ -71,4 +84,4 @@ def wrap_negative(t: Tensor, size: int) -> Tensor:
     return E.where(E.lt(t, 0), E.add(t, size), t)
 
 
-__all__ = ["check_range", "deferred", "raise_pending", "wrap_negative"]
+__all__ = ["check_range", "deferred", "queue_check", "raise_pending", "wrap_negative"]

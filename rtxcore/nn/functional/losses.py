@@ -21,11 +21,12 @@ import numpy as np
 from ... import dtype as D
 from ...amp.autocast_mode import autocast_inputs, regions as _autocast_regions
 from ...autograd.function import Function
-from ...autograd.grad_mode import _state
+from ...autograd.grad_mode import _state, no_grad
 from ...ops import elementwise as E
 from ...ops import reduction as R
-from ...ops.checks import check_range, deferred
+from ...ops.checks import check_range, deferred, queue_check
 from ...ops.core import empty, own_kernel, view_of
+from ...ops.core import reduce as reduce_
 from ...ops.core import kernel as _kernel
 from ...ops.creation import full
 from ...tensor import Tensor
@@ -402,6 +403,31 @@ class _BCE(Function):
         return gx, gt
 
 
+def _check_probabilities(input: Tensor) -> None:
+    """Every element of ``input`` in [0, 1] (NaN is not), else RuntimeError naming
+    the range found; on an ``async_errors`` device at the next read back (a flag
+    queued with the op, as index checks are), not by waiting for the device now."""
+    def error(lo: float, hi: float) -> RuntimeError:
+        return RuntimeError(f"binary_cross_entropy: all elements of input should be between 0 "
+                            f"and 1 (got values in [{lo}, {hi}]); for logits use "
+                            "binary_cross_entropy_with_logits")
+
+    if not deferred(input._device):
+        lo, hi = float(input.amin().item()), float(input.amax().item())
+        if not (lo >= 0.0 and hi <= 1.0):
+            raise error(lo, hi)
+        return
+    with no_grad():
+        outside = E.logical_not(E.logical_and(E.ge(input, 0.0), E.le(input, 1.0)))
+        flag = reduce_("max", outside, tuple(range(outside.ndim)), False)
+
+    def make_error(read: Any) -> Exception:
+        arr = read(input.detach())
+        return error(float(np.min(arr)), float(np.max(arr)))
+
+    queue_check(input._device, flag, make_error)
+
+
 def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
                          size_average: Any = None, reduce: Any = None,
                          reduction: str = "mean") -> Tensor:
@@ -416,11 +442,7 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
                          f"different to the input size ({_shape(input)}) is deprecated. Please "
                          "ensure they have the same size.")
     if input.numel():
-        lo, hi = float(input.amin().item()), float(input.amax().item())
-        if not (lo >= 0.0 and hi <= 1.0):
-            raise RuntimeError(f"binary_cross_entropy: all elements of input should be between 0 "
-                               f"and 1 (got values in [{lo}, {hi}]); for logits use "
-                               "binary_cross_entropy_with_logits")
+        _check_probabilities(input)
     loss = _BCE.apply(input, target)
     if weight is not None:
         loss = loss * weight
