@@ -276,7 +276,14 @@ def _strip_kernel(w: Any, ctype: str, acc: str, SW: int) -> None:
     w(f"            __global const {ctype}* src = b + (long)k0 * bs1 + (long)col0 * bs2;")
     w(f"            __local {A8}* dst = strip + s * {KC * RV};")
     w("            int r = 0;")
-    w(f"            if (bs1 == 1 && nc == {BN}) {{")
+    w(f"            if (bs2 == 1 && nc == {BN}) {{")
+    w("                for (; r < kn; ++r) {")
+    for v in range(RV):
+        ld = f"*(__global const {T8u}*)(src + {8 * v})"
+        w(f"                    dst[{v}] = {_cvt(acc, ctype, ld, 8)};")
+    w(f"                    src += bs1;  dst += {RV};")
+    w("                }")
+    w(f"            }} else if (bs1 == 1 && nc == {BN}) {{")
     w("                /* b transposed (k contiguous): 8 rows at a time, each column's 8")
     w("                   values one vector load, transposed in registers */")
     w("                for (; r + 8 <= kn; r += 8) {")
@@ -400,7 +407,7 @@ def _strip(B: int, n: int, k: int, m: int, RM: int, BN: int, cols_contiguous: bo
     if (n > STRIP_N and k > STRIP_KMAX) or strip_w == 0:
         return None
     nrb, npan = _ceil(n, RM), _ceil(m, BN)
-    sw = strip_w if cols_contiguous and _ceil(npan, strip_w) * B >= STRIP_ITEMS else 1
+    sw = min(strip_w, npan) if cols_contiguous and _ceil(npan, strip_w) * B >= STRIP_ITEMS else 1
     ncw = _ceil(npan, sw)
     groups = min(nrb, _ceil(STRIP_ITEMS, ncw * B))
     rpg = _ceil(nrb, groups)
