@@ -121,3 +121,31 @@ def test_a_value_gets_the_same_bits_in_a_vector_lane_and_in_the_tail(op):
     for v in x:
         got = getattr(rc, op)(rc.tensor(np.full(11, v, np.float32), device="opencl")).numpy()
         np.testing.assert_array_equal(got, np.full(11, got[0]), err_msg=f"{op}({v})")
+
+
+# -- pow: the small integer exponents as products, rtx_cpu's bits --------------------
+
+POW_X = np.array([-3.0, -0.5, -0.0, 0.0, 0.5, 2.0, np.inf, -np.inf, np.nan, 1e-20, -1e-30,
+                  1e20, 7.25, -1.1], np.float32)
+
+
+@pytest.mark.parametrize("e", [0.0, 1.0, 2.0, 3.0, 4.0, -1.0, -2.0])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_pow_small_integer_exponents_are_cpus_bits(e, dtype):
+    # products and a division where PoCL's pow is a ~190 ns library call; signed
+    # zeros, inf, NaN, overflow and underflow as pow's
+    x = POW_X.astype(dtype)
+    want = (rc.tensor(x) ** e).numpy()
+    for exponent in (e, rc.tensor(np.full(x.shape, e, dtype), device="opencl")):
+        got = (rc.tensor(x, device="opencl") ** exponent).cpu().numpy()
+        np.testing.assert_array_equal(got, want)
+        assert np.array_equal(np.signbit(got), np.signbit(want))
+    with np.errstate(all="ignore"):
+        np.testing.assert_allclose(want, np.power(x, dtype(e)), rtol=4e-7 if dtype is np.float32
+                                   else 1e-15)
+
+
+def test_pow_other_exponents_still_pow():
+    x = np.abs(POW_X[np.isfinite(POW_X)]) + 0.25
+    got = (rc.tensor(x, device="opencl") ** 2.7).cpu().numpy()
+    np.testing.assert_allclose(got, np.power(x, np.float32(2.7)), rtol=2e-6)

@@ -49,7 +49,7 @@ UNARY.update({"erf": ("erf(a)", None), "expm1": ("expm1(a)", None),
               "ceil": ("ceil(a)", None), "trunc": ("trunc(a)", None),
               "round": ("rint(a)", None),  # (rint: to nearest, ties to even)
               "isnan": ("ISNAN(a)", None), "isinf": ("(fabs(a) == INFINITY)", None)})
-BINARY = {**CX.BINARY, "pow": ("pow(a, b)", "ipow(a, b)"),
+BINARY = {**CX.BINARY, "pow": ("RTX_POW(a, b)", "ipow(a, b)"),
           "floor_divide": ("FLOORDIV(a, b)", None), "remainder": ("REMAINDER(a, b)", None)}
 # the float composites' macros (type-generic, so any CT of the program can use them)
 FLOAT_DIVMOD = """
@@ -61,6 +61,17 @@ FLOAT_DIVMOD = """
     : copysign((CT)0, (a) / (b))))
 """
 FLOAT_ONLY = {"floor_divide", "remainder"}
+# float pow: the small integer exponents as products and a division, as rtx_cpu
+# and PyTorch compute them (the same bits as cpu's), the rest PoCL's pow -- a
+# library call taking about 190 ns an element (x ** 3 in a tanh-GELU was 80% of
+# a small GPT's device time). The exponent is a kernel argument or an operand:
+# one compare chain, the same branch for every element when it is a number.
+# Special values as pow's: (-0.0) ** 3 = -0.0, nan ** 0 = 1, (-0.0) ** -1 = -inf.
+FLOAT_POW = """
+#define RTX_POW(a, b) ((b) == 2 ? (a) * (a) : (b) == 3 ? ((a) * (a)) * (a) : \\
+    (b) == 1 ? (a) : (b) == 0 ? (CT)1 : (b) == 4 ? ((a) * (a)) * ((a) * (a)) : \\
+    (b) == -1 ? (CT)1 / (a) : (b) == -2 ? ((CT)1 / (a)) * ((CT)1 / (a)) : pow(a, b))
+"""
 TERNARY = dict(CX.TERNARY)
 
 
@@ -151,6 +162,8 @@ def gelu_backward_source(approximate: str, dtype: str) -> tuple[str, str]:
 
 def with_helpers(source: str) -> str:
     """``source`` with the helper functions it calls defined first."""
+    if "RTX_POW(" in source and "#define RTX_POW" not in source:
+        source = FLOAT_POW + source
     if "rtx_erf(" in source:
         source = ERF + source
     return TANH + source if "rtx_tanh(" in source else source
