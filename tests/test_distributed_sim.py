@@ -112,3 +112,13 @@ def test_zero_stage_2_on_sim_trains_as_ddp():
     res = _launch(3, HERE / "worker.py", "zero2", "cpu", "clip", RTX_TEST_COMM_BACKEND="sim")
     assert res.returncode == 0, res.stderr
     assert "OK zero2 cpu clip" in res.stdout
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_sends_exchange_and_collectives_keep_their_order(n):
+    # a non-blocking send before a blocking receive on every rank, collectives
+    # waited on out of order: no hang, mpi's results (the worker checks them)
+    res = _launch(n, HERE / "sim_order.py", RTX_SIM_LATENCY_US="0")
+    assert res.returncode == 0, res.stderr
+    assert sorted(ln for ln in res.stdout.splitlines() if ln.startswith("OK")) == \
+        [f"OK {r}" for r in range(n)]

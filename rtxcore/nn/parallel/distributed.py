@@ -163,14 +163,14 @@ class DistributedDataParallel(Module):
         self._next = 0  # the next bucket to start
         self._used: set[int] = set()
         # the progress thread calls MPI beside the main thread: only where MPI allows it
+        # (not needed where requests complete by themselves: sim's modelled network)
         threads_ok = getattr(self._pg.comm, "threads_ok", None)
-        self._progress = _Progress() if threads_ok is not None and threads_ok() and \
-            _spare_cpu(self._pg.size()) else None
+        alone = bool(getattr(self._pg.comm, "progresses_alone", False))
+        self._progress = _Progress() if not alone and threads_ok is not None and \
+            threads_ok() and _spare_cpu(self._pg.size()) else None
         # buckets' all-reduces start non-blocking (overlapping the rest of backward)
-        # where something moves them meanwhile: the progress thread, or a backend
-        # whose requests complete by themselves (sim's modelled network)
-        self._overlap = self._progress is not None or \
-            bool(getattr(self._pg.comm, "progresses_alone", False))
+        # where something moves them meanwhile: the progress thread, or the backend
+        self._overlap = self._progress is not None or alone
         self._sync_state()
         self._handles = [p.register_post_accumulate_grad_hook(self._grad_ready) for p in params]
 
@@ -257,25 +257,31 @@ class DistributedDataParallel(Module):
 
     def _launch_ready(self) -> None:
         from ... import distributed as dist
-        from ... import empty, no_grad
+        from ... import div, empty, no_grad
 
         buckets = self._buckets
+        n = self._pg.size()
         with no_grad():
             while self._next < len(buckets) and buckets[self._next].pending == 0:
                 b = buckets[self._next]
                 if b.buf is None:
                     p0 = b.params[0]
                     b.buf = empty(b.numel, dtype=p0.dtype, device=p0.device)
+                view = self.gradient_as_bucket_view
                 for p, off in zip(b.params, b.offsets):
                     g = p.grad
-                    if g is not None and g._storage is b.buf._storage:
-                        continue  # gradient_as_bucket_view: accumulated in place already
                     dst = b.buf[off:off + p.numel()]
-                    if g is None:
+                    if g is not None and g._storage is b.buf._storage:
+                        # gradient_as_bucket_view: accumulated in place already
+                        dst.div_(n)
+                    elif g is None:
                         dst.zero_()
+                    elif view:  # the division by the world size in the copy, as
+                        div(g.reshape(-1), n, out=dst)  # PyTorch's hook divides first
                     else:
                         dst.copy_(g.reshape(-1))
-                # a SUM: the division by the world size is fused into the copy back.
+                # a SUM: the division by the world size is fused into the copy back
+                # (bucket views: into the copy in, above).
                 # Non-blocking where a progress thread moves it during the rest of
                 # backward; else blocking, now: with no CPU to spare nothing would
                 # move it before the wait anyway, and the blocking call is the
@@ -309,8 +315,6 @@ class DistributedDataParallel(Module):
                 if b.work is not None:
                     b.work.wait()
                 b.work = None
-                if self.gradient_as_bucket_view:
-                    b.buf.div_(n)
                 for p, off in zip(b.params, b.offsets):
                     total = b.buf[off:off + p.numel()].view(p.shape)
                     g = p.grad
