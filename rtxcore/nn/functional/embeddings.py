@@ -10,7 +10,7 @@ from ...autograd.function import Function
 from ...autograd.grad_mode import _state, no_grad
 from ...ops import elementwise as E
 from ...ops import reduction as R
-from ...ops.checks import check_range
+from ...ops.checks import check_range, wrap_negative
 from ...ops.core import empty, view_of
 from ...ops.core import kernel as _kernel
 from ...ops.creation import arange, zeros
@@ -33,7 +33,7 @@ class _Embedding(Function):
         bounds = check_range(idx, -num, num, lambda bad: IndexError(
             f"index {bad} is out of bounds for dimension 0 with size {num}"))
         if bounds is None or bounds[0] < 0:  # negative indices count from the end, as in
-            idx = E.remainder(idx, num)      # weight[input] (None: not read, on the device)
+            idx = wrap_negative(idx, num)    # weight[input] (None: not read, on the device)
         ctx.idx = idx
         # the rows by the index kernel: the checks above are all weight[input] needs
         out = empty(idx._shape + (weight._shape[1],), weight._dtype, weight._device)
