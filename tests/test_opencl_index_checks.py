@@ -102,3 +102,28 @@ def test_binary_cross_entropy_names_an_input_outside_0_1_at_the_next_read():
     loss = F.binary_cross_entropy(rc.tensor([0.5, 1.5], device=DEV), rc.tensor([0.0, 1.0], device=DEV))
     with pytest.raises(RuntimeError, match=r"between 0 and 1 \(got values in \[0.5, 1.5\]\)"):
         loss.item()
+
+
+def test_small_writes_do_not_wait_for_the_queue_and_land_in_order(monkeypatch):
+    # a small host-to-device write is queued from a private copy: changing the
+    # source array right after cannot change what arrives, and kernels queued
+    # before and after see the data in queue order
+    from rtx_opencl import runtime
+
+    waits = []
+    real = runtime.cl.enqueue_copy
+
+    def spy(queue, dst, src, **kw):
+        waits.append(kw.get("is_blocking", True) and isinstance(dst, runtime.cl.Buffer))
+        return real(queue, dst, src, **kw)
+
+    monkeypatch.setattr(runtime.cl, "enqueue_copy", spy)
+    a = rc.ones(1 << 16, device=DEV)
+    total = a * 2.0  # queued before the write
+    src = np.arange(8, dtype=np.float32)
+    t = rc.tensor(src, device=DEV)
+    src[:] = -1  # after the call: the device already has its own copy
+    got = (t + total[:8]).cpu().numpy()
+    np.testing.assert_array_equal(got, np.arange(8, dtype=np.float32) + 2.0)
+    assert waits and not any(waits), waits  # no blocking host-to-device write
+    assert runtime.device(0).pending_writes == []  # the read drained them

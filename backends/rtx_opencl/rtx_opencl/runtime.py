@@ -95,6 +95,9 @@ class Device:
         self._local = threading.local()  # .programs: this thread's kernel objects
         self.compile_seconds = 0.0  # total time spent building programs
         self.compiles = 0
+        # small host-to-device writes queued without waiting (``write``): their
+        # events, each keeping its private copy of the data alive until done
+        self.pending_writes: list[Any] = []
 
     def __repr__(self) -> str:
         return f"opencl:{self.index}"
@@ -344,23 +347,45 @@ def device(index: int) -> Device:
 # -- transfers ------------------------------------------------------------------------------
 
 
+# host-to-device writes up to this size go through a private copy, queued
+# without waiting: a blocking write waits for every command queued before it
+# (an optimizer's scalars or a batch uploaded mid-step drained the queue); the
+# caller may change its array as soon as ``write`` returns either way
+ASYNC_WRITE_MAX = 4 << 20
+PENDING_WRITES_MAX = 64  # beyond this many unfinished writes, wait for the oldest
+
+
 def write(buf: Buffer, arr: np.ndarray) -> None:
-    """Copy a C-contiguous host array into the start of ``buf`` (waits: the
-    caller may change the array as soon as this returns)."""
-    if arr.nbytes:
-        cl.enqueue_copy(buf.dev.queue, buf.mem, arr, is_blocking=True)
+    """Copy a C-contiguous host array into the start of ``buf``."""
+    if not arr.nbytes:
+        return
+    dev = buf.dev
+    if arr.nbytes > ASYNC_WRITE_MAX:
+        cl.enqueue_copy(dev.queue, buf.mem, arr, is_blocking=True)
+        return
+    # (the event keeps the copy alive; dropping it before the write is done
+    # would wait for it, so the device keeps it until the queue has drained)
+    ev = cl.enqueue_copy(dev.queue, buf.mem, np.array(arr, copy=True), is_blocking=False)
+    pending = dev.pending_writes
+    pending.append(ev)
+    if len(pending) > PENDING_WRITES_MAX:
+        pending.pop(0).wait()
 
 
 def read(arr: np.ndarray, buf: Buffer, byte_offset: int) -> None:
     """Copy ``arr.nbytes`` bytes from ``buf`` at ``byte_offset`` into ``arr``; waits."""
     if arr.nbytes:
-        cl.enqueue_copy(buf.dev.queue, arr, buf.mem, src_offset=byte_offset, is_blocking=True)
+        dev = buf.dev
+        cl.enqueue_copy(dev.queue, arr, buf.mem, src_offset=byte_offset, is_blocking=True)
+        # (an in-order queue: every write queued before the read is done)
+        dev.pending_writes.clear()
 
 
 def synchronize(index: int | None = None) -> None:
     for d in devices() if index is None else [device(index)]:
         if d._queue is not None:
             d._queue.finish()
+            d.pending_writes.clear()
 
 
 def env_flag(name: str) -> bool:
