@@ -54,7 +54,11 @@ class OpenCLBackend(Backend):
     def op_dtypes(self, index: int) -> dict[str, frozenset[str]]:
         # the float kernels of two composites; integers take the core's composite
         floats = frozenset({"float16", "float32", "float64"})
-        return {"floor_divide": floats, "remainder": floats}
+        # conv2d's kernels accumulate in their dtype: float16 takes the core's
+        # form, which accumulates in float32 as the contract asks
+        wide = frozenset({"float32", "float64"})
+        return {"floor_divide": floats, "remainder": floats, "conv2d": wide,
+                "conv2d_input_grad": wide, "conv2d_weight_grad": wide}
 
     def notes(self) -> list[str]:
         return [f"left out {s}" for s in runtime.skipped()] if runtime.problem() is None else []

@@ -16,6 +16,7 @@ from .elementwise import (arange, binary, cast, copy, empty, from_host, full, ge
 from .indexing import gather, index, masked_select, scatter_add
 from .matmul import matmul
 from .reductions import REDUCE, argreduction, reduction
+from .conv_kernels import KERNELS as CONV_KERNELS
 from .pool_kernels import KERNELS as POOL_KERNELS
 from .rnn_kernels import KERNELS as RNN_KERNELS
 from .row_kernels import KERNELS as ROW_KERNELS
@@ -33,4 +34,5 @@ KERNELS.update(gather=gather, index=index, scatter_add=scatter_add, masked_selec
 KERNELS["matmul"] = matmul
 KERNELS.update(RNN_KERNELS)  # lstm_cell, gru_cell and their backwards
 KERNELS.update(POOL_KERNELS)  # max_pool2d_tiled and its backward
+KERNELS.update(CONV_KERNELS)  # conv2d, its input and weight gradients (float32/float64)
 KERNELS.update(ROW_KERNELS)  # softmax, log_softmax, layer_norm and their backwards

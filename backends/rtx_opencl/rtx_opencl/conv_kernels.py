@@ -1,0 +1,249 @@
+"""conv2d's three composite kernels on OpenCL (``rtxcore.dispatch.ops`` states
+them; float32 and float64): ``conv2d``, ``conv2d_input_grad`` and
+``conv2d_weight_grad``.
+
+The core's form of a convolution builds the im2col matrix with a 6-D strided
+copy of the padded input, and its input gradient (and a transposed
+convolution's forward) is col2im as ``kh * kw`` strided adds into a zeroed
+padded buffer: on PoCL those copies and adds were half of a DCGAN step's
+device time. Here:
+
+- im2col: the zero-padded input (when padded), then one strided copy of its
+  windows into the (C*kh*kw, N*OH*OW) matrix, which the backend's copy runs
+  2-D with its index arithmetic once per row (a kernel of its own with that
+  arithmetic per element ran at a third of the speed);
+- each product is one call of the backend's own matmul in its fast
+  orientation, (OC, C*kh*kw) @ (C*kh*kw, N*OH*OW) and its transposes (a batch
+  of per-sample products ran at a fraction of its speed); the forward's
+  (OC, N, OH*OW) result goes into out (N, OC, OH, OW) with the bias in one
+  add, the input gradient's g is copied to (OC, N*OH*OW) once;
+- ``col2im``: one work item per input row sums into each pixel, in (i, j)
+  order as the core's adds do, the column entries of every window position
+  that read it -- no atomics, the same sum on every run;
+- the weight's gradient copies g to (OC, N, OH*OW) once and is one product
+  with the columns transposed.
+
+Compiled once per dtype; shapes, strides and geometry are arguments.
+"""
+
+from __future__ import annotations
+
+from math import prod
+from typing import Any
+
+from rtxcore.dispatch import View
+
+from . import codegen as C
+from . import launch as L
+
+FLOATS = frozenset({"float32", "float64"})
+
+
+def _col2im_source(dt: str, unit: bool) -> tuple[str, list[str]]:
+    """One work item per input row (n, c, h): for each kernel row that reads it,
+    each pixel of the row sums its window positions' entries in (i, j) order.
+    ``unit``: stride 1 (no division or remainder per tap)."""
+    params, kinds = [], []
+    for name, const, rank in (("pd", False, 4), ("pc", True, 3)):
+        p, k = C.ptr_params(name, dt, rank, const)
+        params += p
+        kinds += k
+    geo = ["C_", "H", "W", "OH", "OW", "kh", "kw", "sh", "sw", "pt", "pl", "dh", "dw"]
+    params += [f"long {g}" for g in geo]
+    kinds += ["long"] * len(geo)
+    ct = C.CTYPE[dt][1]
+    tap = ("const long ow = w + pl - b * dw; if (ow < 0 || ow >= OW) continue;" if unit else
+           "const long ww = w + pl - b * dw; if (ww < 0 || ww % sw) continue; "
+           "const long ow = ww / sw; if (ow >= OW) continue;")
+    body = f"""const long h = i % H; long t = i / H;
+    const long c = t % C_; const long n = t / C_;
+    const long drow = pd_o + n * pds0 + c * pds1 + h * pds2;
+    for (long w = 0; w < W; w++) {{ {C.store(dt, 'pd', 'drow + w * pds3', '0')} }}
+    for (long a = 0; a < kh; a++) {{
+        const long hh = h + pt - a * dh;
+        if (hh < 0 || (sh > 1 && hh % sh)) continue;
+        const long oh = sh > 1 ? hh / sh : hh;
+        if (oh >= OH) continue;
+        const long crow = pc_o + n * pcs0 + (c * kh + a) * kw * pcs1 + oh * OW * pcs2;
+        for (long w = 0; w < W; w++) {{
+            {ct} acc = {C.load(dt, 'pd', 'drow + w * pds3')};
+            for (long b = 0; b < kw; b++) {{
+                {tap}
+                acc += {C.load(dt, 'pc', 'crow + b * pcs1 + ow * pcs2')};
+            }}
+            {C.store(dt, 'pd', 'drow + w * pds3', 'acc')}
+        }}
+    }}"""
+    return C.kernel_source(f"col2im, {dt}{', stride 1' if unit else ''}", {dt}, params,
+                           body), kinds
+
+
+def _args(*views: View) -> list[Any]:
+    args: list[Any] = []
+    for v in views:
+        args += [v.buffer.mem, v.offset, *v.strides]
+    return args
+
+
+def _contiguous(v: View) -> View:
+    """``v``, or a contiguous copy of it."""
+    from .elementwise import copy, empty
+
+    if v.is_contiguous():
+        return v
+    _, c = empty(tuple(v.shape), v.dtype, v.buffer.dev.index)
+    copy(c, v)
+    return c
+
+
+def _geometry(x_shape: tuple[int, ...], w_shape: tuple[int, ...], out_hw: tuple[int, int],
+              stride: Any, padding: Any, dilation: Any, what: str) -> None:
+    """Refuse shapes and geometry the kernels would index past (the core checks
+    them first; a graph file's kernel node arrives here too)."""
+    _, c, h, w = x_shape
+    oc, wc, kh, kw = w_shape
+    (sh, sw), (pt, pb, pl, pr), (dh, dw) = stride, padding, dilation
+    oh, ow = out_hw
+    ok = (wc == c and min(kh, kw, sh, sw, dh, dw) >= 1 and min(pt, pb, pl, pr) >= 0
+          and oh == (h + pt + pb - dh * (kh - 1) - 1) // sh + 1
+          and ow == (w + pl + pr - dw * (kw - 1) - 1) // sw + 1 and oh >= 0 and ow >= 0)
+    if not ok:
+        raise ValueError(f"{what}: input {tuple(x_shape)}, weight {tuple(w_shape)}, output "
+                         f"{oh}x{ow}, stride {tuple(stride)}, padding {tuple(padding)}, "
+                         f"dilation {tuple(dilation)} do not fit together")
+
+
+def _im2col(cols: View, x: View, kh: int, kw: int, oh: int, ow: int, stride: Any,
+            padding: Any, dilation: Any) -> None:
+    """cols (C*kh*kw, N*OH*OW) from x: the zero-padded input (when padded), then
+    one strided copy of its windows seen as (C, kh, kw, N, OH, OW) -- the
+    backend's copy launches that 2-D, its index arithmetic once per row."""
+    from .elementwise import copy, empty, full
+
+    n, c, h, w = x.shape
+    if prod(cols.shape) == 0:
+        return
+    pt, pb, pl, pr = padding
+    if pt or pb or pl or pr:
+        hp, wp = h + pt + pb, w + pl + pr
+        _, xp = empty((n, c, hp, wp), x.dtype, x.buffer.dev.index)
+        full(xp, 0)
+        copy(View(xp.buffer, (n, c, h, w), xp.strides, pt * wp + pl, x.dtype), x)
+    else:
+        xp = x
+    s0, s1, s2, s3 = xp.strides
+    (sh, sw), (dh, dw) = stride, dilation
+    windows = View(xp.buffer, (c, kh, kw, n, oh, ow),
+                   (s1, dh * s2, dw * s3, s0, sh * s2, sw * s3), xp.offset, xp.dtype)
+    c0, c1 = cols.strides
+    copy(View(cols.buffer, (c, kh, kw, n, oh, ow),
+              (kh * kw * c0, kw * c0, c0, oh * ow * c1, ow * c1, c1), cols.offset, cols.dtype),
+         windows)
+
+
+def conv2d(out: View, cols: View, x: View, weight: View, bias: View | None, stride: Any,
+           padding: Any, dilation: Any) -> None:
+    from .elementwise import binary, copy, empty
+    from .matmul import matmul
+
+    n, c, h, w = x.shape
+    oc, _, kh, kw = weight.shape
+    oh, ow = out.shape[2], out.shape[3]
+    _geometry(tuple(x.shape), tuple(weight.shape), (oh, ow), stride, padding, dilation, "conv2d")
+    kk, p = c * kh * kw, oh * ow
+    if tuple(out.shape[:2]) != (n, oc) or tuple(cols.shape) != (kk, n * p):
+        raise ValueError(f"conv2d: out {tuple(out.shape)} and cols {tuple(cols.shape)} for "
+                         f"input {tuple(x.shape)} and weight {tuple(weight.shape)}")
+    if prod(out.shape) == 0:
+        return
+    _im2col(cols, x, kh, kw, oh, ow, stride, padding, dilation)
+    # one product (OC, C*kh*kw) @ (C*kh*kw, N*OH*OW) -- the backend's fast
+    # orientation, where a batch of per-sample products is not -- then the
+    # (OC, N, OH*OW) result into out (N, OC, OH, OW), the bias added on the way
+    wm = _contiguous(weight)
+    _, t = empty((oc, n * p), out.dtype, out.buffer.dev.index)
+    matmul(View(t.buffer, (1, oc, n * p), (oc * n * p, n * p, 1), 0, t.dtype),
+           View(wm.buffer, (1, oc, kk), (oc * kk, kk, 1), wm.offset, wm.dtype),
+           View(cols.buffer, (1, kk, n * p), (0, *cols.strides), cols.offset, cols.dtype))
+    tv = View(t.buffer, (n, oc, oh, ow), (p, n * p, ow, 1), 0, t.dtype)
+    if bias is None:
+        copy(out, tv)
+    else:
+        bb = View(bias.buffer, (n, oc, oh, ow), (0, bias.strides[0], 0, 0), bias.offset,
+                  bias.dtype)
+        binary("add")(out, tv, bb)
+
+
+def conv2d_input_grad(dx: View, g: View, weight: View, stride: Any, padding: Any,
+                      dilation: Any) -> None:
+    from .elementwise import copy, empty
+    from .matmul import matmul
+
+    n, c, h, w = dx.shape
+    oc, _, kh, kw = weight.shape
+    oh, ow = g.shape[2], g.shape[3]
+    _geometry(tuple(dx.shape), tuple(weight.shape), (oh, ow), stride, padding, dilation,
+              "conv2d_input_grad")
+    if tuple(g.shape[:2]) != (n, oc):
+        raise ValueError(f"conv2d_input_grad: g {tuple(g.shape)} for an input of "
+                         f"{tuple(dx.shape)} and weight {tuple(weight.shape)}")
+    if prod(dx.shape) == 0:
+        return
+    dt = dx.dtype.name
+    dev = dx.buffer.dev
+    kk, p = c * kh * kw, oh * ow
+    # the columns' gradient (C*kh*kw, N*OH*OW) = weight^T @ g as (OC, N*OH*OW):
+    # g copied to that layout once, then one product
+    _, dcols = empty((kk, n * p), dx.dtype, dev.index)
+    if p and oc:
+        wm = _contiguous(weight)
+        _, gt = empty((oc, n, p), g.dtype, dev.index)
+        copy(View(gt.buffer, (n, oc, oh, ow), (p, n * p, ow, 1), 0, g.dtype), g)
+        matmul(View(dcols.buffer, (1, kk, n * p), (kk * n * p, n * p, 1), 0, dcols.dtype),
+               View(wm.buffer, (1, kk, oc), (0, 1, kk), wm.offset, wm.dtype),
+               View(gt.buffer, (1, oc, n * p), (oc * n * p, n * p, 1), 0, gt.dtype))
+    else:  # (nothing reached the input: its gradient is zeros)
+        from .elementwise import full
+
+        full(dcols, 0)
+    dcv = View(dcols.buffer, (n, kk, p), (p, n * p, 1), 0, dcols.dtype)
+    unit = stride[1] == 1
+    k = L.kernel(dev, ("col2im", dt, unit), lambda: _col2im_source(dt, unit))
+    L.enqueue(dev, k, n * c * h,
+              _args(dx, dcv) + [c, h, w, oh, ow, kh, kw, stride[0], stride[1], padding[0],
+                                  padding[2], dilation[0], dilation[1]])
+
+
+def conv2d_weight_grad(dweight: View, g: View, cols: View) -> None:
+    from .elementwise import copy, empty
+    from .matmul import matmul
+
+    oc = dweight.shape[0]
+    kk = prod(dweight.shape[1:])
+    n, goc, oh, ow = g.shape
+    p = oh * ow
+    if goc != oc or tuple(cols.shape) != (kk, n * p):
+        raise ValueError(f"conv2d_weight_grad: dweight {tuple(dweight.shape)}, g "
+                         f"{tuple(g.shape)} and cols {tuple(cols.shape)} do not fit together")
+    if oc * kk == 0:
+        return
+    dev = dweight.buffer.dev
+    # g as (OC, N*OH*OW): one copy, then one product with the columns transposed
+    _, gt = empty((oc, n, p), g.dtype, dev.index)
+    copy(View(gt.buffer, (n, oc, oh, ow), (p, n * p, ow, 1), 0, g.dtype), g)
+    o = dweight if dweight.is_contiguous() else _contiguous(dweight)
+    cs0, cs1 = cols.strides
+    if n * p == 0:
+        from .elementwise import full
+
+        full(o, 0)
+    else:
+        matmul(View(o.buffer, (1, oc, kk), (oc * kk, kk, 1), o.offset, o.dtype),
+               View(gt.buffer, (1, oc, n * p), (oc * n * p, n * p, 1), 0, gt.dtype),
+               View(cols.buffer, (1, n * p, kk), (0, cs1, cs0), cols.offset, cols.dtype))
+    if o is not dweight:
+        copy(dweight, o)
+
+
+KERNELS = {"conv2d": conv2d, "conv2d_input_grad": conv2d_input_grad,
+           "conv2d_weight_grad": conv2d_weight_grad}
