@@ -2,7 +2,7 @@
 
 ``view_of`` gives the backend's own view of a tensor (what every kernel takes),
 built once and kept on the tensor. ``raise_pending`` reads back the flags of the
-index checks an ``async_errors`` device (CUDA) queued with its ops
+checks an ``async_errors`` device (CUDA, OpenCL) queued with its ops
 (rtxcore/ops/checks.py queues them) and raises the first failed one's error; the
 device calls it before every ``to_host``, where the host waits for it anyway.
 Both read only the tensor's and device's own attributes: this module imports
@@ -41,6 +41,13 @@ def raise_pending(dev: Any) -> None:
     def read(t: Any) -> Any:
         return host(view_of(t))
 
-    for flag, make_error in pending:
-        if bool(read(flag).reshape(-1)[0]):
-            raise make_error(read)
+    failed = [make for flag, make in pending if bool(read(flag).reshape(-1)[0])]
+    if failed:
+        # the first one raised, naming how many more failed (one bad index can
+        # fail several checks: a loss's target check and its gather's)
+        exc = failed[0](read)
+        if len(failed) > 1:
+            more = (f"{len(failed) - 1} more check(s) queued since the last read failed too: "
+                    "the results computed since then are not valid")
+            exc.args = (f"{exc.args[0]}\n({more})",) + exc.args[1:] if exc.args else (more,)
+        raise exc

@@ -127,3 +127,33 @@ def test_small_writes_do_not_wait_for_the_queue_and_land_in_order(monkeypatch):
     np.testing.assert_array_equal(got, np.arange(8, dtype=np.float32) + 2.0)
     assert waits and not any(waits), waits  # no blocking host-to-device write
     assert runtime.device(0).pending_writes == []  # the read drained them
+
+
+def test_an_index_into_a_dim_of_size_0_raises_at_once():
+    # no index fits: the core says so before any kernel runs (a clamp has no
+    # element to hold the index to)
+    empty = rc.zeros(0, 3, device=DEV)
+    idx = rc.tensor([0, 0], device=DEV)
+    with pytest.raises(IndexError, match="out of bounds for dimension 0 with size 0"):
+        empty.gather(0, rc.tensor([[0, 0, 0]], device=DEV))
+    with pytest.raises(IndexError, match="out of bounds for dimension 0 with size 0"):
+        empty[idx]
+    with pytest.raises(IndexError, match="out of bounds for dimension 0 with size 0"):
+        empty[idx] = 7.0
+    with pytest.raises(IndexError, match="out of bounds for dimension 0 with size 0"):
+        rc.zeros(10, 3, device=DEV)[3:3].scatter_add_(0, rc.tensor([[0, 0, 0]], device=DEV),
+                                                      rc.ones(1, 3, device=DEV))
+    w = rc.zeros(0, 3, device=DEV, requires_grad=True)
+    with pytest.raises(IndexError, match="out of bounds for dimension 0 with size 0"):
+        F.embedding(idx, w)
+
+
+def test_a_read_names_how_many_checks_failed():
+    # the first failure raised, the count of the others in its message (their
+    # results are not valid either); the device is usable after
+    x = rc.arange(6.0, device=DEV)
+    g = x.gather(0, rc.tensor([1, 7], device=DEV))
+    x[rc.tensor([9], device=DEV)]
+    with pytest.raises(IndexError, match=r"index 7 is out of bounds(.|\n)*1 more check"):
+        g.cpu()
+    assert x.sum().item() == 15.0

@@ -36,11 +36,13 @@ class Backend:
             2 CUDA), or None when it can't exchange tensors through DLPack. A
             backend that sets it implements ``to_dlpack`` and ``from_dlpack``.
         async_errors: True when the device queues work and reading a value back
-            stops the host (CUDA): the core then checks index bounds with a
-            kernel whose flag it reads at the next ``to_host`` or
-            ``synchronize()``, raising the ``IndexError`` there, as PyTorch's
-            device-side asserts do (``rtxcore.ops.checks``). The kernels must
-            then not fault on an out-of-range index (wrap or clamp it).
+            stops the host (CUDA, OpenCL): the core then checks index bounds
+            (and binary_cross_entropy's input range) with a kernel whose flag it
+            reads at the next ``to_host`` or ``synchronize()``, raising the
+            ``IndexError`` (``RuntimeError``) there, as PyTorch's device-side
+            asserts do (``rtxcore.ops.checks``). The kernels must then not
+            fault on an out-of-range index (wrap or clamp it; an index into a
+            dim of size 0 raises at once).
 
     Methods a subclass may override (defaults in brackets):
         is_available() [True], unavailable_reason() [None], device_count() [1],

@@ -43,9 +43,10 @@ def gather_source(dt: str, rank: int) -> tuple[str, list[str]]:
 
 
 def _clamped(i: str, n: str) -> str:
-    """Index ``i`` held inside ``[0, n)``. The core checks indices on the device
-    and raises at the next read (``async_errors``): a bad one must not reach
-    memory outside the tensor meanwhile. (Ternaries: PoCL calls ``clamp``.)"""
+    """Index ``i`` held inside ``[0, n)`` (``n`` >= 1: the launches skip a dim of
+    size 0). The core checks indices on the device and raises at the next read
+    (``async_errors``): a bad one must not reach memory outside the tensor
+    meanwhile. (Ternaries: PoCL calls ``clamp``.)"""
     return f"({i} < 0 ? 0 : {i} >= {n} ? {n} - 1 : {i})"
 
 
@@ -144,7 +145,17 @@ __kernel void pack(__global {C.CTYPE[dt][0]} *out, long out_o, __global const lo
 # -- launches ---------------------------------------------------------------------------
 
 
+def _nothing_to_read(out: View) -> None:
+    """An index into a dim of size 0 (out of range whatever it is: the core's
+    check raises at the next read): nothing to read, zeros written."""
+    from .elementwise import full
+
+    full(out, 0)
+
+
 def gather(out: View, x: View, dim: int, index: View) -> None:
+    if x.shape[dim] == 0:
+        return _nothing_to_read(out)
     key = ("gather plan", out.dtype, out.shape, out.strides, x.shape, x.strides, dim,
            index.dtype, index.strides)
     p = out.buffer.dev.programs.get(key)
@@ -169,6 +180,8 @@ def _gather_plan(out: View, x: View, dim: int, index: View) -> Any:
 
 
 def index(out: View, x: View, indices: tuple[View, ...]) -> None:
+    if any(x.shape[j] == 0 for j in range(len(indices))):
+        return _nothing_to_read(out)
     key = ("index plan", out.dtype, out.shape, out.strides, x.shape, x.strides,
            *[(v.dtype, v.shape, v.strides) for v in indices])
     p = out.buffer.dev.programs.get(key)
@@ -209,8 +222,8 @@ _F32 = DType("float32", "f", np.float32)
 def scatter_add(out: View, dim: int, index: View, src: View) -> None:
     length = index.shape[dim] if index.shape else 1
     cols = prod(index.shape) // length if length else 0
-    if cols == 0:
-        return
+    if cols == 0 or (out.shape and out.shape[dim] == 0):
+        return  # (nothing to add into: any index is out of range, raised at the next read)
     dev = out.buffer.dev
     if out.dtype.name == "float16":
         _, wide_out = E.empty(out.shape, _F32, dev.index)
