@@ -148,7 +148,7 @@ def test_fused_moments_are_the_loop_bit_for_bit(device, dtype, kw, monkeypatch):
             np.testing.assert_array_equal(a[k], b[k])
     assert len(ran) == 4
     runners = [v for k, v in flat._flat_cache.items()
-               if isinstance(k, tuple) and len(k) == 5 and k[1] == "moments"]
+               if isinstance(k, tuple) and len(k) == 6 and k[1] == "moments"]
     assert len(runners) == 1  # one program for the group, kept
     if device == "cpu":  # rtx_cpu runs fused programs: the step was one
         assert runners[0] is not None
@@ -159,4 +159,26 @@ def test_fused_moments_stay_off_under_amsgrad():
     opt = optim.Adam(ps, amsgrad=True)
     _set_grads(ps, 0)
     opt.step()
-    assert not any(isinstance(k, tuple) and len(k) == 5 for k in opt._flat_cache)
+    assert not any(isinstance(k, tuple) and len(k) == 6 for k in opt._flat_cache)
+
+
+@pytest.mark.parametrize("to", ["half", "double"])
+def test_state_of_another_dtype_than_the_parameters_runs_the_loop(device, to):
+    # model.half() / .double() after a step leaves the state float32: the flat
+    # step (and its fused program) would read it as the parameters' dtype
+    results = []
+    for foreach in (None, False):
+        rc.manual_seed(0)
+        m = rc.nn.Linear(256, 160).to(device)  # 41K parameters: the C loop on cpu
+        opt = optim.AdamW(m.parameters(), foreach=foreach)
+        m(rc.randn(2, 256, device=device)).sum().backward()
+        opt.step()
+        getattr(m, to)()
+        opt.zero_grad()
+        x = rc.randn(2, 256, device=device)
+        m(x.half() if to == "half" else x.double()).sum().backward()
+        opt.step()
+        w = m.weight.detach().float().cpu().numpy()
+        assert np.isfinite(w).all()
+        results.append(w)
+    np.testing.assert_array_equal(results[0], results[1])

@@ -106,3 +106,15 @@ def eligible(group: dict[str, Any], items: list[tuple[Any, ...]]) -> bool:
                 or g._device is not dev or s != step or isinstance(s, Tensor)):
             return False
     return True
+
+
+def state_like_params(items: list[tuple[Any, ...]], names: tuple[str, ...]) -> bool:
+    """Whether every state tensor ``names`` of the items is of its parameter's
+    dtype and device (after ``model.half()`` the state stays float32: the
+    per-parameter loop promotes, where the flat step's kernels would not)."""
+    for p, _, st, _ in items:
+        for name in names:
+            t = st.get(name)
+            if isinstance(t, Tensor) and (t._dtype is not p._dtype or t._device is not p._device):
+                return False
+    return True

@@ -65,7 +65,7 @@ class Adam(Optimizer):
         w1, w2 = 1 - beta1, 1 - beta2
         moments = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq")
         items = list(self._grads(group, raw=True, zeroed=moments if amsgrad else moments[:2]))
-        if _multi.eligible(group, items):
+        if _multi.eligible(group, items) and _multi.state_like_params(items, moments):
             self._update_flat(group, items, lr, beta1, beta2, eps, wd, amsgrad, decoupled)
             return
         for p, g, st, step in items:
@@ -175,10 +175,14 @@ def _fused_moments(cache: dict[Any, Any], key: Any, g: Tensor, m: Tensor, v: Ten
     from ..ops.alloc import as_tensor_on, as_view
     from ..ops.core import empty, view_of
 
-    if is_tracing():
-        return None
     dev, dt, n = g._device, g._dtype, g._shape[0]
-    rkey = (key, "moments", n, dt.name, w1 < 0.5)
+    # float32/float64 (a float16 step rounds every op to half, which a runner
+    # computing in float need not), the state in the gradient's dtype and place
+    # (after model.half() the per-parameter loop promotes instead)
+    if is_tracing() or dt.name not in ("float32", "float64") or m._dtype is not dt or \
+            v._dtype is not dt or m._device is not dev or v._device is not dev:
+        return None
+    rkey = (key, "moments", dev, n, dt.name, w1 < 0.5)
     fn = cache.get(rkey, False)
     if fn is False:
         fn = cache[rkey] = fused_runner(_moments_program(n, dt.name, w1), dev)
