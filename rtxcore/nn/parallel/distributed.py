@@ -163,14 +163,14 @@ class DistributedDataParallel(Module):
         self._next = 0  # the next bucket to start
         self._used: set[int] = set()
         # the progress thread calls MPI beside the main thread: only where MPI allows it
-        # (not needed where requests complete by themselves: sim's modelled network)
         threads_ok = getattr(self._pg.comm, "threads_ok", None)
-        alone = bool(getattr(self._pg.comm, "progresses_alone", False))
-        self._progress = _Progress() if not alone and threads_ok is not None and \
-            threads_ok() and _spare_cpu(self._pg.size()) else None
+        self._progress = _Progress() if threads_ok is not None and threads_ok() and \
+            _spare_cpu(self._pg.size()) else None
         # buckets' all-reduces start non-blocking (overlapping the rest of backward)
-        # where something moves them meanwhile: the progress thread, or the backend
-        self._overlap = self._progress is not None or alone
+        # where something moves them meanwhile: the progress thread, or a backend
+        # whose requests complete by themselves (sim's modelled network)
+        self._overlap = self._progress is not None or \
+            bool(getattr(self._pg.comm, "progresses_alone", False))
         self._sync_state()
         self._handles = [p.register_post_accumulate_grad_hook(self._grad_ready) for p in params]
 
