@@ -26,6 +26,11 @@ from rtxcore.dispatch.fused import elementwise_steps
 
 from . import runtime as R
 
+# NVRTC's options: by default it contracts a * b + c into an FMA, one rounding
+# where the steps run one by one round twice -- a compiled group would not give
+# the eager ops' values
+FLAGS = ("--fmad=false",)
+
 # dtype name -> C++ type (the storage type; bool is one byte, as CuPy's)
 CTYPE = {"bool": "bool", "int8": "signed char", "int16": "short", "int32": "int",
          "int64": "long long", "uint8": "unsigned char", "float32": "float",
@@ -196,7 +201,8 @@ def runner(program: dict[str, Any]) -> Callable[[list[Any], list[Any]], None] | 
         with dev:
             k = _compiled.get((key, dev.id))
             if k is None:
-                k = _compiled[(key, dev.id)] = cp.RawKernel(code, "fused")
+                # (no contraction into FMAs: a step rounds as its own kernel does)
+                k = _compiled[(key, dev.id)] = cp.RawKernel(code, "fused", options=FLAGS)
             if reduce == "all":  # each thread's sum, then theirs
                 j = program["outputs"].index(len(program["steps"]) - 1)
                 part = cp.empty(blocks * BLOCK, outs[j].dtype)
