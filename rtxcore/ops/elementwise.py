@@ -129,6 +129,8 @@ def leaky_relu(x: Tensor, negative_slope: float) -> Tensor:
     slope in (0, inf): one recorded node whose gradient reads the output (its
     sign is the input's), so the in-place twin needs no copy of the input. Two
     kernels, no mask: ``max(x, s x)`` for ``s <= 1``, ``min(x, s x)`` above."""
+    if not negative_slope > 0.0:  # (the rule reads the sign off the output)
+        raise ValueError(f"leaky_relu: this form needs a positive slope, got {negative_slope}")
     xs = mul(x, negative_slope)
     return maximum(x, xs) if negative_slope <= 1.0 else minimum(x, xs)
 

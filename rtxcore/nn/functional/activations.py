@@ -2,7 +2,9 @@
 softmax family (``softmax``, ``softmin``, ``log_softmax``).
 
 Each is a composition of public tensor ops, so it differentiates through their
-backward rules; the ``inplace=True`` forms write the result into the input.
+backward rules (``leaky_relu`` with a positive slope is one recorded op with a
+rule of its own, read off the output); the ``inplace=True`` forms write the
+result into the input.
 """
 
 from __future__ import annotations

@@ -177,7 +177,7 @@ class _LayerNorm(Function):
         return dx.reshape(shape), dw, db, None, None
 
 
-class _BatchNorm(Function):
+class NativeBatchNorm(Function):
     """Training-mode batch_norm as one node: the batch statistics per channel (dim
     1), then ``y = (x - mean) * (w * rstd) + b``; the backward the closed form
     ``w rstd (g - mean(g) - xhat mean(g xhat))`` with ``dw = sum(g xhat)`` and
@@ -253,7 +253,7 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
                              f"size {_shape(input)}")
         if input._dtype.kind == "f" and all(t is None or t._dtype is input._dtype
                                             for t in (weight, bias)):
-            y, mean, var = _BatchNorm.apply(input, weight, bias, float(eps))
+            y, mean, var = NativeBatchNorm.apply(input, weight, bias, float(eps))
         else:
             mean, xc, var = _moments(input, (0,) + tuple(range(2, input.ndim)))
             std = (var + eps).sqrt()
