@@ -8,10 +8,9 @@ convolution's forward) is col2im as ``kh * kw`` strided adds into a zeroed
 padded buffer: on PoCL those copies and adds were half of a DCGAN step's
 device time. Here:
 
-- im2col: the zero-padded input (when padded), then one strided copy of its
-  windows into the (C*kh*kw, N*OH*OW) matrix, which the backend's copy runs
-  2-D with its index arithmetic once per row (a kernel of its own with that
-  arithmetic per element ran at a third of the speed);
+- im2col: one work item per row of the (C*kh*kw, N*OH*OW) matrix walks the
+  samples and output positions with additions only (zero in the padding: no
+  padded copy of the input);
 - each product is one call of the backend's own matmul in its fast
   orientation, (OC, C*kh*kw) @ (C*kh*kw, N*OH*OW) and its transposes (a batch
   of per-sample products ran at a fraction of its speed); the forward's
@@ -19,7 +18,8 @@ device time. Here:
   add, the input gradient's g is copied to (OC, N*OH*OW) once;
 - ``col2im``: one work item per input row sums into each pixel, in (i, j)
   order as the core's adds do, the column entries of every window position
-  that read it -- no atomics, the same sum on every run;
+  that read it, stepping the kernel offset by the stride (no remainder per
+  tap) -- no atomics, the same sum on every run;
 - the weight's gradient copies g to (OC, N, OH*OW) once and is one product
   with the columns transposed.
 
@@ -39,10 +39,49 @@ from . import launch as L
 FLOATS = frozenset({"float32", "float64"})
 
 
-def _col2im_source(dt: str, unit: bool) -> tuple[str, list[str]]:
-    """One work item per input row (n, c, h): for each kernel row that reads it,
-    each pixel of the row sums its window positions' entries in (i, j) order.
-    ``unit``: stride 1 (no division or remainder per tap)."""
+def _im2col_source(dt: str) -> tuple[str, list[str]]:
+    """One work item per row of the (C*kh*kw, N*OH*OW) matrix (a channel and a
+    kernel offset): it walks the samples and output positions in order with
+    additions only, writing its row contiguously, zero where the window is in
+    the padding. Every work item runs the same loops, which PoCL vectorises
+    across them; a per-element kernel spent its time in 64-bit divisions, and
+    a strided copy of the windows in per-row setup for the 4-wide rows of a
+    DCGAN's small layers."""
+    params, kinds = [], []
+    for name, const, rank in (("pc", False, 2), ("px", True, 4)):
+        p, k = C.ptr_params(name, dt, rank, const)
+        params += p
+        kinds += k
+    geo = ["N_", "OH", "OW", "KK", "kw", "H", "W", "sh", "sw", "pt", "pl", "dh", "dw"]
+    params += [f"long {g}" for g in geo]
+    kinds += ["long"] * len(geo)
+    ct = C.CTYPE[dt][1]
+    body = f"""const long r = i;
+    const long c = r / KK, rem = r % KK, a = rem / kw, b = rem % kw;
+    long q = pc_o + r * pcs0;
+    for (long n = 0; n < N_; n++) {{
+        const long plane = px_o + n * pxs0 + c * pxs1;
+        long h = a * dh - pt;
+        for (long oh = 0; oh < OH; oh++, h += sh) {{
+            const int hin = h >= 0 && h < H;
+            const long src = plane + (hin ? h : 0) * pxs2;
+            long w = b * dw - pl;
+            for (long ow = 0; ow < OW; ow++, w += sw, q += pcs1) {{
+                const int in = hin && w >= 0 && w < W;
+                const {ct} v = in ? {C.load(dt, 'px', 'src + (in ? w : 0) * pxs3')} : 0;
+                {C.store(dt, 'pc', 'q', 'v')}
+            }}
+        }}
+    }}"""
+    return C.kernel_source(f"im2col, {dt}", {dt}, params, body), kinds
+
+
+def _col2im_source(dt: str, dilated: bool) -> tuple[str, list[str]]:
+    """One work item per input row (n, c, h): each pixel of the row sums the
+    column entries of the window positions that read it, kernel rows then
+    columns in increasing order (the core's adds' order). Undilated, the taps
+    that land on a window are found by stepping the kernel offset by the
+    stride from the first one (no remainder per tap); ``dilated`` tests each."""
     params, kinds = [], []
     for name, const, rank in (("pd", False, 4), ("pc", True, 3)):
         p, k = C.ptr_params(name, dt, rank, const)
@@ -52,29 +91,42 @@ def _col2im_source(dt: str, unit: bool) -> tuple[str, list[str]]:
     params += [f"long {g}" for g in geo]
     kinds += ["long"] * len(geo)
     ct = C.CTYPE[dt][1]
-    tap = ("const long ow = w + pl - b * dw; if (ow < 0 || ow >= OW) continue;" if unit else
-           "const long ww = w + pl - b * dw; if (ww < 0 || ww % sw) continue; "
-           "const long ow = ww / sw; if (ow >= OW) continue;")
+    load = C.load(dt, 'pc', 'pc_o + n * pcs0 + ((c * kh + a) * kw + b) * pcs1 + (oh * OW + ow) * pcs2')
+    if dilated:
+        rows = """for (long a = 0; a < kh; a++) {
+        const long hh = h + pt - a * dh;
+        if (hh < 0 || hh % sh) continue;
+        const long oh = hh / sh;
+        if (oh >= OH) continue;"""
+        taps = f"""for (long b = 0; b < kw; b++) {{
+                const long ww = w + pl - b * dw;
+                if (ww < 0 || ww % sw) continue;
+                const long ow = ww / sw;
+                if (ow >= OW) continue;
+                acc += {load};
+            }}"""
+    else:
+        rows = """const long a0 = (h + pt) % sh;
+    for (long a = a0, oh = (h + pt - a0) / sh; a < kh; a += sh, oh--) {
+        if (oh < 0) break;
+        if (oh >= OH) continue;"""
+        taps = f"""const long b0 = (w + pl) % sw;
+            for (long b = b0, ow = (w + pl - b0) / sw; b < kw; b += sw, ow--) {{
+                if (ow < 0) break;
+                if (ow < OW) acc += {load};
+            }}"""
     body = f"""const long h = i % H; long t = i / H;
     const long c = t % C_; const long n = t / C_;
     const long drow = pd_o + n * pds0 + c * pds1 + h * pds2;
     for (long w = 0; w < W; w++) {{ {C.store(dt, 'pd', 'drow + w * pds3', '0')} }}
-    for (long a = 0; a < kh; a++) {{
-        const long hh = h + pt - a * dh;
-        if (hh < 0 || (sh > 1 && hh % sh)) continue;
-        const long oh = sh > 1 ? hh / sh : hh;
-        if (oh >= OH) continue;
-        const long crow = pc_o + n * pcs0 + (c * kh + a) * kw * pcs1 + oh * OW * pcs2;
+    {rows}
         for (long w = 0; w < W; w++) {{
             {ct} acc = {C.load(dt, 'pd', 'drow + w * pds3')};
-            for (long b = 0; b < kw; b++) {{
-                {tap}
-                acc += {C.load(dt, 'pc', 'crow + b * pcs1 + ow * pcs2')};
-            }}
+            {taps}
             {C.store(dt, 'pd', 'drow + w * pds3', 'acc')}
         }}
     }}"""
-    return C.kernel_source(f"col2im, {dt}{', stride 1' if unit else ''}", {dt}, params,
+    return C.kernel_source(f"col2im, {dt}{', dilated' if dilated else ''}", {dt}, params,
                            body), kinds
 
 
@@ -115,30 +167,16 @@ def _geometry(x_shape: tuple[int, ...], w_shape: tuple[int, ...], out_hw: tuple[
 
 def _im2col(cols: View, x: View, kh: int, kw: int, oh: int, ow: int, stride: Any,
             padding: Any, dilation: Any) -> None:
-    """cols (C*kh*kw, N*OH*OW) from x: the zero-padded input (when padded), then
-    one strided copy of its windows seen as (C, kh, kw, N, OH, OW) -- the
-    backend's copy launches that 2-D, its index arithmetic once per row."""
-    from .elementwise import copy, empty, full
-
+    """cols (C*kh*kw, N*OH*OW) from x, zero in the padding (``_im2col_source``)."""
     n, c, h, w = x.shape
     if prod(cols.shape) == 0:
         return
-    pt, pb, pl, pr = padding
-    if pt or pb or pl or pr:
-        hp, wp = h + pt + pb, w + pl + pr
-        _, xp = empty((n, c, hp, wp), x.dtype, x.buffer.dev.index)
-        full(xp, 0)
-        copy(View(xp.buffer, (n, c, h, w), xp.strides, pt * wp + pl, x.dtype), x)
-    else:
-        xp = x
-    s0, s1, s2, s3 = xp.strides
-    (sh, sw), (dh, dw) = stride, dilation
-    windows = View(xp.buffer, (c, kh, kw, n, oh, ow),
-                   (s1, dh * s2, dw * s3, s0, sh * s2, sw * s3), xp.offset, xp.dtype)
-    c0, c1 = cols.strides
-    copy(View(cols.buffer, (c, kh, kw, n, oh, ow),
-              (kh * kw * c0, kw * c0, c0, oh * ow * c1, ow * c1, c1), cols.offset, cols.dtype),
-         windows)
+    dt = x.dtype.name
+    dev = x.buffer.dev
+    k = L.kernel(dev, ("im2col", dt), lambda: _im2col_source(dt))
+    L.enqueue(dev, k, c * kh * kw, _args(cols, x) + [
+        n, oh, ow, kh * kw, kw, h, w, stride[0], stride[1], padding[0], padding[2],
+        dilation[0], dilation[1]])
 
 
 def conv2d(out: View, cols: View, x: View, weight: View, bias: View | None, stride: Any,
@@ -207,8 +245,8 @@ def conv2d_input_grad(dx: View, g: View, weight: View, stride: Any, padding: Any
 
         full(dcols, 0)
     dcv = View(dcols.buffer, (n, kk, p), (p, n * p, 1), 0, dcols.dtype)
-    unit = stride[1] == 1
-    k = L.kernel(dev, ("col2im", dt, unit), lambda: _col2im_source(dt, unit))
+    dilated = tuple(dilation) != (1, 1)
+    k = L.kernel(dev, ("col2im", dt, dilated), lambda: _col2im_source(dt, dilated))
     L.enqueue(dev, k, n * c * h,
               _args(dx, dcv) + [c, h, w, oh, ow, kh, kw, stride[0], stride[1], padding[0],
                                   padding[2], dilation[0], dilation[1]])
