@@ -157,3 +157,17 @@ def test_a_read_names_how_many_checks_failed():
     with pytest.raises(IndexError, match=r"index 7 is out of bounds(.|\n)*1 more check"):
         g.cpu()
     assert x.sum().item() == 15.0
+
+
+def test_an_index_changed_before_the_read_still_raises_and_says_so():
+    x = rc.arange(4.0, device=DEV)
+    idx = rc.tensor([1, 7], device=DEV)
+    x[idx]
+    idx.fill_(2)  # the bad value is gone by the time the flag is read
+    with pytest.raises(IndexError, match="changed since"):
+        rc.zeros(1, device=DEV).item()
+    p = rc.tensor([0.5, 1.5], device=DEV)
+    F.binary_cross_entropy(p, rc.tensor([0.0, 1.0], device=DEV))
+    p.clamp_(0.0, 1.0)
+    with pytest.raises(RuntimeError, match="changed since"):
+        rc.zeros(1, device=DEV).item()

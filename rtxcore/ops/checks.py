@@ -58,9 +58,13 @@ def check_range(t: Tensor, low: int, high: int,
                    False)
 
     def make_error(read: Callable[[Tensor], Any]) -> Exception:
+        # (the index is read now: written over since the op ran, it may no
+        # longer hold the value that failed)
         arr = read(t)
         lo, hi = int(arr.min()), int(arr.max())
-        return error(hi if hi >= high else lo)
+        if lo < low or hi >= high:
+            return error(hi if hi >= high else lo)
+        return error("(a value the index tensor, changed since, no longer holds)")
 
     queue_check(dev, flag, make_error)
     return None

@@ -423,7 +423,12 @@ def _check_probabilities(input: Tensor) -> None:
 
     def make_error(read: Any) -> Exception:
         arr = read(input.detach())
-        return error(float(np.min(arr)), float(np.max(arr)))
+        lo, hi = float(np.min(arr)), float(np.max(arr))
+        if lo >= 0.0 and hi <= 1.0:  # (written over since the op ran)
+            return RuntimeError("binary_cross_entropy: all elements of input should be between 0 "
+                                "and 1; some were not when it ran (the input has changed since); "
+                                "for logits use binary_cross_entropy_with_logits")
+        return error(lo, hi)
 
     queue_check(input._device, flag, make_error)
 
