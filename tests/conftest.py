@@ -89,3 +89,20 @@ def submitted(monkeypatch):
 
     monkeypatch.setattr(fused, "pool", lambda: Spy())
     return runs
+
+
+@pytest.fixture
+def opencl_calls(monkeypatch):
+    """``spy(op)``: a list that records each call of the opencl device's kernel
+    ``op`` (which still runs) (test_opencl_activations, _pool, _conv)."""
+    import rtxcore
+
+    table = rtxcore.tensor([0.0], device="opencl")._device.kernels
+
+    def spy(op):
+        calls = []
+        real = table[op]
+        monkeypatch.setitem(table, op, lambda *a: calls.append(op) or real(*a))
+        return calls
+
+    return spy

@@ -29,21 +29,10 @@ def _inputs(dtype, n=3000):
     return x
 
 
-def _spy(monkeypatch, op):
-    from rtx_opencl import kernels as K
-
-    calls = []
-    real = K.KERNELS[op]
-    dev = rc.device("opencl")
-    table = rc.tensor([0.0], device=dev)._device.kernels  # the device's own table
-    monkeypatch.setitem(table, op, lambda *a: calls.append(op) or real(*a))
-    return calls
-
-
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
 @pytest.mark.parametrize("op", ["erf", "expm1", "log1p", "log2", "tan", "sigmoid"])
-def test_float_composites_run_as_one_kernel_with_the_cpu_values(op, dtype, monkeypatch):
-    calls = _spy(monkeypatch, op)
+def test_float_composites_run_as_one_kernel_with_the_cpu_values(op, dtype, opencl_calls):
+    calls = opencl_calls(op)
     x = _inputs(dtype)
     fn = getattr(rc, op)
     with np.errstate(all="ignore"):
@@ -68,11 +57,11 @@ def test_float_composites_run_as_one_kernel_with_the_cpu_values(op, dtype, monke
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 def test_gelu_and_its_backward_are_one_kernel_each_with_the_cpu_values(approximate, dtype,
-                                                                      monkeypatch):
+                                                                      opencl_calls):
     from rtxcore.ops.elementwise import gelu, gelu_backward
 
-    calls = _spy(monkeypatch, "gelu")
-    calls_back = _spy(monkeypatch, "gelu_backward")
+    calls = opencl_calls("gelu")
+    calls_back = opencl_calls("gelu_backward")
     x = _inputs(dtype)
     g = np.random.default_rng(1).standard_normal(x.shape).astype(dtype)
     out = {}

@@ -16,19 +16,11 @@ R = pytest.importorskip("rtx_opencl.runtime")
 pytestmark = pytest.mark.skipif(R.problem() is not None, reason=f"opencl: {R.problem()}")
 
 
-def _spy(monkeypatch, op):
-    calls = []
-    table = rc.tensor([0.0], device="opencl")._device.kernels
-    real = table[op]
-    monkeypatch.setitem(table, op, lambda *a: calls.append(op) or real(*a))
-    return calls
-
-
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
 @pytest.mark.parametrize("shape,k", [((2, 3, 8, 8), 2), ((1, 2, 9, 7), 3), ((3, 1, 6, 6), 1)])
-def test_tiled_pool_on_opencl_equals_the_cpu_backend(dtype, shape, k, monkeypatch):
-    fwd = _spy(monkeypatch, "max_pool2d_tiled")
-    bwd = _spy(monkeypatch, "max_pool2d_tiled_backward")
+def test_tiled_pool_on_opencl_equals_the_cpu_backend(dtype, shape, k, opencl_calls):
+    fwd = opencl_calls("max_pool2d_tiled")
+    bwd = opencl_calls("max_pool2d_tiled_backward")
     rng = np.random.default_rng(0)
     a = rng.integers(-3, 3, (shape[0], shape[1], shape[3], shape[2])).astype(dtype)
     a.reshape(-1)[::11] = np.nan

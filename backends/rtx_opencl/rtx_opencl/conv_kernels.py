@@ -39,6 +39,18 @@ from . import launch as L
 FLOATS = frozenset({"float32", "float64"})
 
 
+def _params(dt: str, operands: tuple[tuple[str, bool, int], ...],
+            geometry: list[str]) -> tuple[list[str], list[str]]:
+    """A kernel's parameters and argument kinds: each strided operand (name,
+    read-only, rank), then the geometry as longs."""
+    params, kinds = [], []
+    for name, const, rank in operands:
+        p, k = C.ptr_params(name, dt, rank, const)
+        params += p
+        kinds += k
+    return params + [f"long {g}" for g in geometry], kinds + ["long"] * len(geometry)
+
+
 def _im2col_source(dt: str) -> tuple[str, list[str]]:
     """One work item per row of the (C*kh*kw, N*OH*OW) matrix (a channel and a
     kernel offset): it walks the samples and output positions in order with
@@ -47,14 +59,9 @@ def _im2col_source(dt: str) -> tuple[str, list[str]]:
     across them; a per-element kernel spent its time in 64-bit divisions, and
     a strided copy of the windows in per-row setup for the 4-wide rows of a
     DCGAN's small layers."""
-    params, kinds = [], []
-    for name, const, rank in (("pc", False, 2), ("px", True, 4)):
-        p, k = C.ptr_params(name, dt, rank, const)
-        params += p
-        kinds += k
-    geo = ["N_", "OH", "OW", "KK", "kw", "H", "W", "sh", "sw", "pt", "pl", "dh", "dw"]
-    params += [f"long {g}" for g in geo]
-    kinds += ["long"] * len(geo)
+    params, kinds = _params(dt, (("pc", False, 2), ("px", True, 4)),
+                            ["N_", "OH", "OW", "KK", "kw", "H", "W", "sh", "sw", "pt", "pl",
+                             "dh", "dw"])
     ct = C.CTYPE[dt][1]
     body = f"""const long r = i;
     const long c = r / KK, rem = r % KK, a = rem / kw, b = rem % kw;
@@ -82,14 +89,9 @@ def _col2im_source(dt: str, dilated: bool) -> tuple[str, list[str]]:
     columns in increasing order (the core's adds' order). Undilated, the taps
     that land on a window are found by stepping the kernel offset by the
     stride from the first one (no remainder per tap); ``dilated`` tests each."""
-    params, kinds = [], []
-    for name, const, rank in (("pd", False, 4), ("pc", True, 3)):
-        p, k = C.ptr_params(name, dt, rank, const)
-        params += p
-        kinds += k
-    geo = ["C_", "H", "W", "OH", "OW", "kh", "kw", "sh", "sw", "pt", "pl", "dh", "dw"]
-    params += [f"long {g}" for g in geo]
-    kinds += ["long"] * len(geo)
+    params, kinds = _params(dt, (("pd", False, 4), ("pc", True, 3)),
+                            ["C_", "H", "W", "OH", "OW", "kh", "kw", "sh", "sw", "pt", "pl",
+                             "dh", "dw"])
     ct = C.CTYPE[dt][1]
     load = C.load(dt, 'pc', 'pc_o + n * pcs0 + ((c * kh + a) * kw + b) * pcs1 + (oh * OW + ow) * pcs2')
     if dilated:
