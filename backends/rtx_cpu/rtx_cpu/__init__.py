@@ -16,6 +16,8 @@ from . import memory
 from .kernels import KERNELS
 from .memory import empty_cache
 
+memory.tune_malloc()
+
 # VERSION: a link to rtxcore/VERSION, the one version of rtxcore and its backends
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "VERSION")) as _f:
     __version__ = _f.read().strip()
@@ -34,7 +36,8 @@ class CPUBackend(Backend):
 
     def properties(self, index: int) -> dict[str, Any]:
         return {"cores": os.cpu_count(), "numpy": np.__version__,
-                "buffer pool": "on" if memory._enabled else "off"}
+                "buffer pool": "on" if memory._enabled else "off",
+                "malloc": "tuned" if memory.malloc_tuned else "as is"}
 
     def fuse(self, program: dict[str, Any], index: int) -> Any:
         from .fused import runner
