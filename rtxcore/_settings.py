@@ -81,21 +81,15 @@ def _dtype(t: Any) -> D.DType:
 
 
 def set_num_threads(n: int) -> None:
-    """Threads for the cpu backend's BLAS and OpenMP pools, and for its own
-    splitting of large kernels (elementwise ops, reductions, layer_norm, fused
-    groups of ``rtxcore.compile``: read at each call). Applied to BLAS through
-    ``threadpoolctl`` when it is installed (limits NumPy's BLAS from now on);
-    without it BLAS keeps the size it got at import (set ``OMP_NUM_THREADS``
-    before starting to change it)."""
+    """Threads the cpu backend splits its large kernels over (products,
+    convolutions, elementwise ops, reductions, layer_norm, fused groups of
+    ``rtxcore.compile``), read at each call. The backend keeps NumPy's BLAS on
+    one thread and splits products itself (``rtx_cpu.blas``: one owner of the
+    cores); other libraries' thread pools (PyTorch's, OpenMP's) are left as they
+    are."""
     n = int(n)
     if n <= 0:
         raise RuntimeError(f"set_num_threads expects a positive integer, got {n}")
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        pass
-    else:
-        threadpool_limits(limits=n)
     _threads_setting.set_requested(n)
 
 

@@ -156,7 +156,7 @@ def test_kernel_table_covers_every_primitive_from_the_shared_table():
     # decomposition makes the last write win)
     assert set(KERNELS) == (shared - {"index_put"}) | set(_OWN)
     # rtx_cpu takes each shared kernel as it is, or wraps it to split large calls
-    # over its threads (parallel.py); its own kernels are the few NumPy-only ones:
+    # over its threads (parallel.py; matmul: blas.py); its own kernels are the few NumPy-only ones:
     # scatter_add (a method picked by size), pow (no libm slow paths), softmax and
     # log_softmax (row blocks)
     import os
@@ -166,8 +166,10 @@ def test_kernel_table_covers_every_primitive_from_the_shared_table():
     own = {"scatter_add", "pow", "softmax", "log_softmax"}
     wrapped = {n for n in shared - own if CPU[n].__code__.co_filename != xp.__file__}
     here = os.path.dirname(rtx_cpu.__file__)
-    assert all(CPU[n].__code__.co_filename == os.path.join(here, "parallel.py") for n in wrapped)
-    assert {"matmul", "gather", "index", "cumsum"} <= shared - own - wrapped  # taken as they are
+    assert CPU["matmul"].__code__.co_filename == os.path.join(here, "blas.py")
+    assert all(CPU[n].__code__.co_filename == os.path.join(here, "parallel.py")
+               for n in wrapped - {"matmul"})
+    assert {"gather", "index", "cumsum"} <= shared - own - wrapped  # taken as they are
     assert all(KERNELS[name].__name__ == name for name in shared - {"index_put"})
     assert set(_OWN) == {"empty", "from_host", "to_host", "uniform", "normal"}
 

@@ -36,7 +36,7 @@ orientation OpenBLAS runs 1.2-1.5x faster here), else g @ cols^T.
 
 On more than one thread (``rtxcore.set_num_threads``, default the cores) a large
 forward or input gradient splits its batch over the threads, in runs of whole
-chunks, BLAS single-threaded meanwhile: the same calls per image as on one
+chunks, BLAS single-threaded (as it always is here, ``blas``): the same calls per image as on one
 thread, so the same bits.
 
 float16 multiplies in float32 (NumPy has no half-precision BLAS) and is rounded
@@ -74,7 +74,7 @@ from typing import Any, Callable
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from . import cconv
+from . import blas, cconv
 from .fused import threads
 from .parallel import _WORKER, _bounds, _run
 
@@ -98,52 +98,27 @@ _ROWS_MIN_OC, _ROWS_MIN_C = 32, 16
 # handing a part to a worker costs more than it saves). Measured on this 2-core
 # shared machine: with other processes busy, the split ran superres' 64-64
 # layer's forward and input gradient in 73 ms against 693 with BLAS's threads on
-# each chunk's product (each of those products waits for the other core); on a
-# quiet machine the two were within noise of each other, either way round (a
-# superres conv pass on 2 threads: 90 vs 123 ms once, 98 vs 74 a minute later:
-# BLAS's worker, left spinning by the weight gradient's threaded product,
-# competes with the split's second thread)
+# each chunk's product (each of those products waits for the other core). The
+# split pays only while no BLAS worker spins on the other core, hence BLAS on
+# one thread for good (``blas``): superres' layer 2 forward and backward, 2
+# threads, 24 ms against 41 on one
 _SPLIT_MIN = 1 << 24
-_blas: list[Any] | None = None
-
-
-def _blas_controllers() -> list[Any]:
-    """threadpoolctl's controllers of NumPy's BLAS (empty without threadpoolctl)."""
-    global _blas
-    if _blas is None:
-        try:
-            from threadpoolctl import ThreadpoolController
-
-            _blas = list(ThreadpoolController().select(user_api="blas").lib_controllers)
-        except Exception:  # not installed, or a BLAS it can't drive
-            _blas = []
-    return _blas
 
 
 def _over_images(part: Callable[[int, int], None], n: int, nb: int, macs: int) -> None:
     """``part(lo, hi)`` over the images range(n): one call, or (a large call, on
-    more than one thread, with threadpoolctl to drive BLAS) a run of whole
-    chunks of nb images per thread, each thread's BLAS calls single-threaded for
-    the while. Each image's products are then the very calls the single run
-    makes (same chunks, same shapes), so the bits are the same for any thread
-    count; and the im2col copies and adds, which BLAS's own threads don't
-    share, run on both cores. (Many small products on BLAS's threads also wait
-    on a busy machine's scheduler at every call.)"""
+    more than one thread, with BLAS kept to one thread by the backend: ``blas``)
+    a run of whole chunks of nb images per thread. Each image's products are
+    then the very calls the single run makes (same chunks, same shapes), so the
+    bits are the same for any thread count; and the im2col copies and adds,
+    which BLAS's own threads wouldn't share, run on both cores."""
     t = threads()
     chunks = -(-n // nb)
-    if t <= 1 or chunks < 2 or macs < _SPLIT_MIN or \
-            threading.current_thread().name.startswith(_WORKER) or not _blas_controllers():
+    if t <= 1 or chunks < 2 or macs < _SPLIT_MIN or not blas.owned() or \
+            threading.current_thread().name.startswith(_WORKER):
         part(0, n)
         return
-    libs = _blas_controllers()
-    before = [lib.get_num_threads() for lib in libs]
-    for lib in libs:
-        lib.set_num_threads(1)
-    try:
-        _run(part, _bounds(n, min(t, chunks), nb))
-    finally:
-        for lib, k in zip(libs, before):
-            lib.set_num_threads(k)
+    _run(part, _bounds(n, min(t, chunks), nb))
 
 
 def _chunk(n: int, per_image: int) -> int:

@@ -17,7 +17,7 @@ import numpy as np
 
 from rtxcore.dispatch import xp
 
-from . import memory, parallel
+from . import blas, memory, parallel
 from .conv_kernels import KERNELS as _CONV_KERNELS
 from .erf_kernels import erf, gelu, gelu_backward
 from .norm_kernels import layer_norm, layer_norm_backward
@@ -186,5 +186,8 @@ KERNELS.update({op: parallel.binary(KERNELS[op])
 KERNELS.update({op: parallel.wrap(KERNELS[op], 3 if op == "where" else 2)
                 for op in ("maximum", "minimum", "where")})
 KERNELS.update(copy=parallel.copy_kernel(None), cast=parallel.copy_kernel("unsafe"))
+# NumPy's BLAS on one thread, large products split over the backend's (``blas``)
+blas.own()
+KERNELS["matmul"] = blas.matmul_kernel(KERNELS["matmul"])
 KERNELS.update({op: parallel.reduction(uf, KERNELS[op]) for op, uf in (
     ("sum", np.add), ("prod", np.multiply), ("max", np.maximum), ("min", np.minimum))})

@@ -1,0 +1,172 @@
+"""The cpu backend owns the cores: NumPy's BLAS on one thread, large products split
+over the backend's threads (``rtx_cpu.blas``) with the same bits on any number
+of threads; and glibc's malloc kept from faulting memory in every step
+(``rtx_cpu.memory.tune_malloc``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import rtxcore as rc
+
+pytest.importorskip("rtx_cpu")
+threadpoolctl = pytest.importorskip("threadpoolctl")
+from rtx_cpu import blas, memory  # noqa: E402
+from rtx_cpu.kernels import KERNELS  # noqa: E402
+
+THREADS = (1, 2, 4)
+
+
+def _on_threads(fn):
+    old = rc.get_num_threads()
+    try:
+        out = {}
+        for n in THREADS:
+            rc.set_num_threads(n)
+            out[n] = fn()
+        return out
+    finally:
+        rc.set_num_threads(old)
+
+
+def test_numpys_blas_is_kept_to_one_thread():
+    assert blas.owned()
+    mine = [i for i in threadpoolctl.threadpool_info()
+            if i["user_api"] == "blas" and "numpy" in i["filepath"]]
+    assert mine and all(i["num_threads"] == 1 for i in mine)
+    # rc.set_num_threads sizes the backend's own pool, never BLAS's
+    _on_threads(lambda: None)
+    assert all(i["num_threads"] == 1 for i in threadpoolctl.threadpool_info()
+               if i["user_api"] == "blas" and "numpy" in i["filepath"])
+
+
+@pytest.mark.parametrize("m,k,n", [(1000, 130, 384), (130, 1000, 700), (4096, 64, 64),
+                                   (64, 4096, 64), (1024, 512, 129)])
+def test_blocks_cover_the_product_and_depend_on_the_shape_alone(m, k, n):
+    plan = blas.blocks(m, k, n)
+    if m * k * n < blas.SPLIT_MIN or max(m, n) < 2 * blas.ALIGN:
+        assert plan is None  # small, or too few rows and columns to cut
+        return
+    assert plan is not None
+    axis, ranges = plan
+    size = (m, n)[axis]
+    assert size == max(m, n)
+    assert ranges[0][0] == 0 and ranges[-1][1] == size
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+    assert all(lo % blas.ALIGN == 0 for lo, _ in ranges)
+    assert 2 <= len(ranges) <= blas.MAX_BLOCKS
+    assert _on_threads(lambda: blas.blocks(m, k, n)) == {t: plan for t in THREADS}
+
+
+def _run_matmul(a, b):
+    shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
+    out = np.empty(shape, np.result_type(a, b))
+    KERNELS["matmul"](out, np.broadcast_to(a, shape[:-2] + a.shape[-2:]),
+                      np.broadcast_to(b, shape[:-2] + b.shape[-2:]))
+    return out
+
+
+CASES = {
+    "rows": lambda r: (r.standard_normal((1000, 160)), r.standard_normal((160, 300))),
+    "columns": lambda r: (r.standard_normal((150, 700)), r.standard_normal((700, 400))),
+    "transposed": lambda r: (r.standard_normal((640, 900)).T, r.standard_normal((640, 300))),
+    "batch": lambda r: (r.standard_normal((6, 64, 32)), r.standard_normal((6, 32, 128))),
+    "broadcast weight": lambda r: (r.standard_normal((4, 300, 128)),
+                                   r.standard_normal((1, 128, 256))),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_matmul_same_bits_on_any_number_of_threads(case, dtype, monkeypatch):
+    monkeypatch.setattr(blas, "BATCH_SPLIT_MIN", 1 << 12)
+    rng = np.random.default_rng(sorted(CASES).index(case))
+    a, b = (x.astype(dtype) for x in CASES[case](rng))
+    calls = []
+    real = blas._spread
+    monkeypatch.setattr(blas, "_spread", lambda run, units: (calls.append(units),
+                                                             real(run, units))[1])
+    res = _on_threads(lambda: _run_matmul(a, b))
+    assert calls and all(u >= 2 for u in calls)  # it did split, on every count
+    for t in THREADS[1:]:
+        assert np.array_equal(res[t], res[1]), f"{t} threads differ from one"
+    ref = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(res[1], ref, rtol=tol, atol=tol * np.sqrt(a.shape[-1]))
+
+
+def test_a_large_product_through_the_front_end_matches_numpy():
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal((512, 256)), rng.standard_normal((256, 512))
+    got = (rc.tensor(a) @ rc.tensor(b)).numpy()
+    np.testing.assert_allclose(got, a @ b, rtol=1e-10, atol=1e-10)
+
+
+def test_a_failing_block_raises_and_waits_for_the_others():
+    old = rc.get_num_threads()
+    rc.set_num_threads(2)
+    seen = []
+
+    def run(lo, hi):
+        seen.append((lo, hi))
+        if lo == 0:
+            raise ValueError("block failed")
+
+    try:
+        with pytest.raises(ValueError, match="block failed"):
+            blas._spread(run, 4)
+    finally:
+        rc.set_num_threads(old)
+    assert sorted(seen) == [(0, 2), (2, 4)]
+
+
+# -- malloc -----------------------------------------------------------------------
+
+_FAULTS = """
+import resource, numpy as np, rtxcore as rc
+from rtx_cpu import memory
+rc.zeros(1)
+def step():  # a step's activations: live together, then all freed
+    live = [np.ones(n * 2**18, np.float32) for n in (2, 4, 4, 8, 8, 16, 2)]  # MB
+    del live
+for _ in range(3):
+    step()
+f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(10):
+    step()
+print(memory.malloc_tuned, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
+"""
+
+
+def _faults(env_extra):
+    env = {k: v for k, v in os.environ.items()
+           if not (k.startswith("MALLOC_") or k == "GLIBC_TUNABLES" or k == "RTX_CPU_POOL")}
+    env.update(env_extra)
+    out = subprocess.run([sys.executable, "-c", _FAULTS], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    tuned, faults = out.stdout.split()
+    return tuned == "True", int(faults)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or memory._glibc() is None,
+                    reason="glibc's mallopt")
+def test_freed_activations_are_reused_without_page_faults():
+    tuned, faults = _faults({})
+    assert tuned
+    # 10 steps touching 44 MB each: untuned, glibc gives the freed heap back to
+    # the OS every step and faults it in again (thousands of faults)
+    assert faults < 500, faults
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or memory._glibc() is None,
+                    reason="glibc's mallopt")
+@pytest.mark.parametrize("env", [{"RTX_CPU_POOL": "0"}, {"MALLOC_TRIM_THRESHOLD_": "0"}])
+def test_malloc_is_left_alone_when_the_user_says_so(env):
+    tuned, faults = _faults(env)
+    assert not tuned
