@@ -124,6 +124,8 @@ def matmul_kernel(base: Callable[[Any, Any, Any], None]) -> Callable[[Any, Any, 
         if not _owned or not _owned[0] or nd < 2 or a.ndim != nd or b.ndim != nd \
                 or out.dtype not in _FLOATS or out.size == 0:
             return base(out, a, b)
+        if np.may_share_memory(out, a) or np.may_share_memory(out, b):
+            return base(out, a, b)  # NumPy reads all of an overlapping input first
         k = a.shape[-1]
         if nd >= 3 and not any(b.strides[:-2]) and _rows_merge(a) and _rows_merge(out):
             # (..., n, k) @ a broadcast (k, m): one 2-D product over all rows
