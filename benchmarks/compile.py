@@ -1,5 +1,5 @@
 """Eager against ``rtxcore.compile``d, and both against PyTorch eager and
-``torch.compile`` (inductor, cpu), in one run: the same work, rounds interleaved.
+``torch.compile`` (inductor, cpu), in one run: the same work, the sides in blocks.
 
     python benchmarks/compile.py                      # every case, cpu and opencl
     python benchmarks/compile.py --device cpu --cases gelu_1m,adamw,mlp
@@ -45,27 +45,32 @@ and the same batches:
 - ``cnn``: Conv2d(1, 16, 3)-ReLU-MaxPool-Conv2d(16, 32, 3)-ReLU-MaxPool-Linear
   on 28x28 inputs, batch 64.
 
-Each is stepped six ways, a round being one step of each (in an order
-shuffled from round to round, so that no side always follows the same one):
-rtxcore ``eager``; ``compile(model)`` (``c(model)``: the forward compiled,
-cross-entropy, ``loss.backward()`` and ``opt.step()`` outside: the idiomatic
-``torch.compile`` use); the whole step compiled
+Each is stepped six ways: rtxcore ``eager``; ``compile(model)`` (``c(model)``:
+the forward compiled, cross-entropy, ``loss.backward()`` and ``opt.step()``
+outside: the idiomatic ``torch.compile`` use); the whole step compiled
 (``c(step)``: a function doing zero_grad, forward, loss, backward, step and
 ``return loss``); PyTorch eager, ``torch.compile(model)`` and
 ``torch.compile(step)`` (its ``backward`` is a graph break: the number of
 breaks is printed). Every step reads its loss back (``.item()``), so each is
-synchronised. The first ``--check`` steps run before the timed rounds, the
-compiled sides' first calls among them; their losses must agree with the
-rtxcore eager ones to float32 tolerance (else the run exits 1), and the largest
-gaps (to rtxcore eager, and between rtxcore and PyTorch eager) are printed.
+synchronised. The first ``--check`` steps run before the timed ones, one step
+of each side in turn, the compiled sides' first calls among them; their losses
+must agree with the rtxcore eager ones to float32 tolerance (else the run exits
+1), and the largest gaps (to rtxcore eager, and between rtxcore and PyTorch
+eager) are printed. Every side steps through the same batches in the same order.
 
-Both libraries run at their default thread counts (the header says how many),
-in one process: on a machine with few cores their thread pools (NumPy's
-OpenBLAS, PyTorch's OpenMP, PoCL's) take turns badly, and a small step
-interleaved with the other library's runs slower than alone (on 2 cores an MLP
-step of about 2 ms, rtxcore's and PyTorch's alike, took about twice as long
-interleaved): ``--no-torch`` gives the rtxcore sides among themselves. The
-header and the last line give Linux's CPU pressure, how busy the machine was.
+Timing (``benchmarks/_timing.py``, as ``benchmarks/models.py`` does): the sides
+take turns in blocks of four consecutive calls (operation cases) or steps
+(training cases), the first call of a block not timed; ``--rounds`` and
+``--train-rounds`` are the timed calls of each side, and the tables show their
+median. The training sides' blocks come in an order shuffled from round to
+round, so that no side always follows the same one. Both libraries run at
+their default thread counts (the header says how many), in one process, and
+PyTorch's OpenMP workers spin on for a while after its last op: a call timed
+right after one of PyTorch's shared the cores with them (per-call alternation
+made rtxcore's eager MLP step read 3.7-3.9 ms against 2.2-2.5 ms with
+``OMP_WAIT_POLICY=PASSIVE``), which the untimed first call of a block absorbs.
+``--no-torch`` gives the rtxcore sides among themselves. The header and the
+last line give Linux's CPU pressure, how busy the machine was.
 The machine may be shared: read the ratios, and rerun. A failure or warning
 of ``rtxcore.compile`` is reported under the tables (with the traceback's
 last lines) and the case goes on without that side.
@@ -93,6 +98,7 @@ from typing import Any, Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
+from _timing import BLOCK, blocks  # noqa: E402  (benchmarks/_timing.py)
 
 import rtxcore as rc  # noqa: E402
 import rtxcore.nn.functional as F  # noqa: E402
@@ -442,11 +448,11 @@ def run_train(name: str, dev: str, args: Any, rep: Report) -> dict[str, Any]:
                  "t": [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in data]
                  if use_torch else []}
         losses: dict[str, list[float]] = {s: [] for s in steps}
-        times: dict[str, list[float]] = {s: [] for s in steps}
         first: dict[str, float] = {}
         live = list(steps)
 
-        def one(side: str, i: int) -> float | None:
+        def one(side: str) -> float | None:
+            i = len(losses[side])  # the side's own step count: every side sees the same batches
             x, y = feeds["rc" if _is_rc(side) else "t"][i % len(data)]
             try:
                 t0 = time.perf_counter()
@@ -462,17 +468,15 @@ def run_train(name: str, dev: str, args: Any, rep: Report) -> dict[str, Any]:
         gc.collect()
         for i in range(n_check):
             for side in list(live):
-                dt = one(side, i)
+                dt = one(side)
                 if dt is not None and i == 0:
                     first[side] = dt
-        shuffle = random.Random(0)  # no side always follows the same one
-        for r in range(rounds):
-            for side in shuffle.sample(live, len(live)):
-                dt = one(side, n_check + r)
-                if dt is not None:
-                    times[side].append(dt)
+        # the sides take turns in blocks of BLOCK steps, a block's first untimed, the
+        # blocks' order shuffled each round: no side always follows the same one
+        sides = list(live)
+        med = blocks([lambda s=s: one(s) for s in sides], rounds, shuffle=random.Random(0))
     rep.warned(f"{name} on {dev}", caught)
-    out: dict[str, Any] = {"ms": {s: statistics.median(t) * 1e3 for s, t in times.items() if t},
+    out: dict[str, Any] = {"ms": {s: m * 1e3 for s, m in zip(sides, med) if m is not None},
                            "first": {s: v * 1e3 for s, v in first.items()}, "gap": {}}
     ref = np.array(losses["eager"][:n_check], np.float64)
     for side in steps:
@@ -528,7 +532,6 @@ def run_op(name: str, dev: str, args: Any, rounds: int, tcache: dict[str, Any],
                 sides["torch"], sides["tc"] = tcache[name]
         first: dict[str, float] = {}
         live = list(sides)
-        times: dict[str, list[float]] = {s: [] for s in sides}
 
         def one(side: str) -> float | None:
             try:
@@ -546,13 +549,11 @@ def run_op(name: str, dev: str, args: Any, rounds: int, tcache: dict[str, Any],
                 first[side] = dt
             if side in live:
                 one(side)
-        for _ in range(rounds):
-            for side in list(live):
-                dt = one(side)
-                if dt is not None:
-                    times[side].append(dt)
+        # the sides take turns in blocks of BLOCK calls, a block's first untimed
+        names = list(live)
+        med = blocks([lambda s=s: one(s) for s in names], rounds)
     rep.warned(f"{name} on {dev}", caught)
-    ms = {s: statistics.median(t) * 1e3 for s, t in times.items() if t}
+    ms = {s: m * 1e3 for s, m in zip(names, med) if m is not None}
 
     def cell(s: str, w: int) -> str:
         return f"{ms[s]:>{w}.2f}" if s in ms else f"{'-':>{w}}"
@@ -713,10 +714,12 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cpu,opencl", help="rtxcore devices (torch: cpu)")
     p.add_argument("--cases", default=",".join(CASES), help=f"of {', '.join(CASES)}")
-    p.add_argument("--rounds", type=int, default=7, help="rounds of the operation cases")
-    p.add_argument("--train-rounds", type=int, default=15, help="timed steps of each side")
+    p.add_argument("--rounds", type=int, default=7,
+                   help="timed calls of each side of the operation cases (in blocks)")
+    p.add_argument("--train-rounds", type=int, default=15,
+                   help="timed steps of each side of the training cases (in blocks)")
     p.add_argument("--check", type=int, default=3,
-                   help="training steps before the timed rounds whose losses are compared")
+                   help="training steps before the timed ones whose losses are compared")
     p.add_argument("--quick", action="store_true")
     p.add_argument("--no-torch", action="store_true", help="skip the PyTorch columns")
     p.add_argument("--profile", metavar="CASE", choices=TRAIN,
@@ -746,7 +749,8 @@ def main(argv: list[str] | None = None) -> int:
     train = [c for c in names if c in TRAIN]
     t_start = time.perf_counter()
     if ops:
-        print(f"\neager vs rtxcore.compile vs torch, median of {rounds} interleaved rounds "
+        print(f"\neager vs rtxcore.compile vs torch, median of {rounds} timed calls of each "
+              f"side, the sides in blocks of {BLOCK} calls (the first of a block untimed) "
               f"(ratio = eager / compiled: above 1 the compiled call is faster; "
               f"rtx/tc = rtxcore compiled / torch.compile: below 1 rtxcore is faster)\n")
         print(f"{'case':<12} {'device':<9} {'eager ms':>10} {'compiled ms':>12} {'ratio':>7} "
@@ -757,11 +761,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(run_op(name, dev, a, rounds, tcache, rep), flush=True)
     results = {}
     if train:
-        print(f"\ntraining steps, AdamW defaults: median ms/step of {a.train_rounds} interleaved "
-              f"rounds after {a.check} checked steps; c(model) = compile(model) with loss, "
-              f"backward and step outside; c(step) = the whole step compiled; tc = torch.compile "
-              f"(torch on the cpu); ratios: compiled / other, below 1 the compiled side is "
-              f"faster\n")
+        print(f"\ntraining steps, AdamW defaults: median ms/step of {a.train_rounds} timed "
+              f"steps of each side, the sides in blocks of {BLOCK} steps (the first of a block "
+              f"untimed, the blocks' order shuffled each round), after {a.check} checked "
+              f"steps; c(model) = compile(model) with loss, backward and step outside; "
+              f"c(step) = the whole step compiled; tc = torch.compile (torch on the cpu); "
+              f"ratios: compiled / other, below 1 the compiled side is faster\n")
         hdr = (f"{'case':<5} {'device':<7} {'eager':>7} {'c(model)':>9} {'c(step)':>8} "
                f"{'torch':>7} {'tc(model)':>9} {'tc(step)':>9} | {'cm/eager':>8} "
                f"{'cs/eager':>8} {'cm/tcm':>7} {'cs/tcs':>7} {'cs/tcm':>7}")

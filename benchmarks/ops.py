@@ -4,8 +4,8 @@
     python benchmarks/ops.py --threads 1     # single-threaded BLAS/OpenMP everywhere
     python benchmarks/ops.py --device cpu --rounds 7 --quick
 
-For each op and size it prints the median over several rounds of the time per
-call, and the ratios rtxcore/NumPy and rtxcore/PyTorch (lower is better for us;
+For each op and size it prints the median over several timed rounds of the time
+per call, and the ratios rtxcore/NumPy and rtxcore/PyTorch (lower is better for us;
 1.00 is parity). "overhead" is rtxcore's time minus NumPy's: the framework's cost
 per op. PyTorch columns appear when torch is importable.
 
@@ -29,6 +29,15 @@ textbook whole-array NumPy (forward; backward in closed form), PyTorch eager and
 ``torch.compile`` (inductor; pass ``--no-compile`` to skip it, about a minute of
 compiling). ``--only layer_norm`` runs that table alone, ``--only ops`` the first.
 
+The sides take turns in blocks (``benchmarks/_timing.py``, as
+``benchmarks/models.py`` does): each library runs four consecutive
+measurements of the same op (a measurement: many calls, or N enqueued calls
+then one synchronisation), the first of which is not timed, then the next
+library its four; ``--rounds`` is the number of timed measurements of each,
+and the tables show their median. At the default threads PyTorch's OpenMP
+workers spin on after its last op, so a measurement taken right after one of
+PyTorch's would share the cores with them.
+
 This machine is shared and noisy: read ratios, not absolute times, and rerun.
 """
 
@@ -44,13 +53,15 @@ import time
 import timeit
 
 from _setup import import_torch, limit_threads  # (benchmarks/_setup.py)
+from _timing import BLOCK, blocks  # (benchmarks/_timing.py)
 
 
 def _parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--threads", type=int, default=None, help="limit BLAS/OpenMP threads (e.g. 1)")
     p.add_argument("--device", default="cpu", help="rtxcore device to measure (default cpu)")
-    p.add_argument("--rounds", type=int, default=7, help="rounds per measurement (median is shown)")
+    p.add_argument("--rounds", type=int, default=7,
+                   help="timed measurements of each side, in blocks (median is shown)")
     p.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run)")
     p.add_argument("--no-torch", action="store_true", help="skip PyTorch even if installed")
     p.add_argument("--no-compile", action="store_true",
@@ -91,15 +102,19 @@ OPS = {
 
 
 def _time(fns: list, number: int, rounds: int) -> list[float]:
-    """Median time per call of each function. Rounds are interleaved (a round
-    of each in turn) so that the machine's drift hits all of them alike."""
+    """Median time per call of each function over ``rounds`` timed measurements
+    of ``number`` calls. The functions take turns in blocks of four
+    measurements, the first of each block not timed (``_timing.blocks``), so
+    that neither another side's spinning threads nor the machine's drift favour
+    one of them."""
     for fn in fns:
         fn()  # warm up (first-call costs: lazy loading, caches)
-    times: list[list[float]] = [[] for _ in fns]
-    for _ in range(rounds):
-        for i, fn in enumerate(fns):
-            times[i].append(timeit.timeit(fn, number=number) / number)
-    return [statistics.median(t) for t in times]
+    return blocks([lambda fn=fn: timeit.timeit(fn, number=number) / number for fn in fns], rounds)
+
+
+def _rounds_text(rounds: int) -> str:
+    return (f"median of {rounds} timed rounds, the sides in blocks of {BLOCK} "
+            f"(the first of a block untimed)")
 
 
 def _fmt_time(s: float) -> str:
@@ -158,7 +173,7 @@ def _ops_table(dev) -> None:
 
     print(f"rtxcore {rc.__version__} on {dev} | numpy {np.__version__}"
           + (f" | torch {torch.__version__}" if torch else " | torch not installed")
-          + f" | threads: {ARGS.threads or 'default'} | median of {ARGS.rounds} rounds")
+          + f" | threads: {ARGS.threads or 'default'} | {_rounds_text(ARGS.rounds)}")
     head = f"{'size':<16}{'op':<13}{'rtxcore':>12}{'numpy':>12}"
     head += f"{'torch':>12}" if torch else ""
     head += f"{'rc/np':>8}" + (f"{'rc/torch':>10}" if torch else "") + f"{'overhead':>14}"
@@ -209,7 +224,7 @@ def _np_layer_norm_fwd_bwd(x, w, b, g):
 
 def _layer_norm_table() -> None:
     """F.layer_norm (weight and bias), forward and forward + backward, against NumPy,
-    PyTorch eager and torch.compile: interleaved rounds, medians."""
+    PyTorch eager and torch.compile: the sides in blocks (``_time``), medians."""
     import rtxcore.nn.functional as F
 
     compiled = torch is not None and not ARGS.no_compile
@@ -252,7 +267,7 @@ def _layer_norm_table() -> None:
 
     print(f"layer_norm (weight, bias) on cpu | threads: rtxcore {rc.get_num_threads()}"
           + (f", torch {torch.get_num_threads()}" if torch else "")
-          + f" | median of {ARGS.rounds} interleaved rounds")
+          + f" | {_rounds_text(ARGS.rounds)}")
     head = (f"{'shape':<11}{'pass':<9}{'rtxcore':>12}{'numpy':>12}{'torch':>12}"
             f"{'compiled':>12}{'rc/np':>8}{'rc/torch':>10}{'rc/compiled':>13}")
     print(head)
@@ -285,14 +300,10 @@ def _sync(x):
 def _time_queued(cases: list, number: int, rounds: int) -> list[float]:
     """Median time per call of each case (fn, sync, env): ``number`` calls of
     fn, then sync() once (None: nothing to wait for), with the environment
-    variables in env set meanwhile. Rounds are interleaved as in ``_time``."""
+    variables in env set meanwhile. The cases take turns in blocks as in ``_time``."""
     for case in cases:
         _run(case, 1)  # warm up: compiles kernels (CLBlast's too), fills the memory pool
-    times: list[list[float]] = [[] for _ in cases]
-    for _ in range(rounds):
-        for i, case in enumerate(cases):
-            times[i].append(_run(case, number))
-    return [statistics.median(t) for t in times]
+    return blocks([lambda case=case: _run(case, number) for case in cases], rounds)
 
 
 def _run(case: tuple, number: int) -> float:
@@ -390,20 +401,21 @@ def _bare_enqueue(d):
 
 
 def _host_cpu(fns: list, number: int, rounds: int) -> list[float]:
-    """Median CPU time of this thread per call of each fn (``number`` calls,
-    rounds interleaved; the device drained between rounds)."""
+    """Median CPU time of this thread per call of each fn (``number`` calls a
+    measurement, the fns in blocks as in ``_time``; the device drained before
+    each measurement)."""
     import rtx_opencl
 
-    times: list[list[float]] = [[] for _ in fns]
-    for _ in range(rounds):
-        for i, fn in enumerate(fns):
-            rtx_opencl.synchronize()
-            t0 = time.thread_time()
-            for _ in range(number):
-                fn()
-            times[i].append((time.thread_time() - t0) / number)
+    def measure(fn) -> float:
+        rtx_opencl.synchronize()
+        t0 = time.thread_time()
+        for _ in range(number):
+            fn()
+        return (time.thread_time() - t0) / number
+
+    out = blocks([lambda fn=fn: measure(fn) for fn in fns], rounds)
     rtx_opencl.synchronize()
-    return [statistics.median(t) for t in times]
+    return out
 
 
 def _tiny_opencl(dev, d, rounds: int) -> None:
@@ -461,7 +473,7 @@ def _main_opencl(dev) -> int:
     print(f"rtxcore {rc.__version__} on {dev} ({d.name}, {d.platform}, {d.compute_units} compute units)"
           f" | numpy {np.__version__}"
           + (f" | torch {torch.__version__} ({torch.get_num_threads()} threads)" if torch else " | torch not installed")
-          + f" | threads: {ARGS.threads or 'default'} | median of {rounds} rounds"
+          + f" | threads: {ARGS.threads or 'default'} | {_rounds_text(rounds)}"
           + (" | --quick" if quick else ""))
     print("OpenCL times: N calls enqueued back to back, then one synchronize(); outputs are fresh tensors."
           f" Load average at start: {os.getloadavg()[0]:.2f} (on a shared machine thread pools suffer first).")
@@ -612,7 +624,7 @@ def _main_cuda(dev) -> int:
     props = cp.cuda.runtime.getDeviceProperties(idx)
     name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
     print(f"rtxcore {rc.__version__} on {dev} ({name}, sm_{props['major']}{props['minor']}) | "
-          f"cupy {cp.__version__} | numpy {np.__version__} | median of {rounds} rounds"
+          f"cupy {cp.__version__} | numpy {np.__version__} | {_rounds_text(rounds)}"
           + (" | --quick" if quick else ""))
     print("times: N calls enqueued back to back, then one synchronize(); outputs are fresh arrays")
     rows = []
