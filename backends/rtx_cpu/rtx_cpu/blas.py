@@ -29,14 +29,13 @@ nothing is split here.
 
 from __future__ import annotations
 
-import threading
 from typing import Any, Callable
 
 import numpy as np
 
 from rtxcore.dispatch.xp import _rows_merge
 
-from .fused import pool, threads
+from .fused import split
 
 # multiply-adds: a product smaller than SPLIT_MIN is one call (handing half to a
 # worker and waiting for it costs ~50 us on this 2-core VM; a float32 product
@@ -54,17 +53,16 @@ ALIGN = 64
 # per matrix, at a few us each (GPT's attention, 64 products (64, 32) @ (32, 64):
 # 402 us on one thread, 4.2M multiply-adds)
 BATCH_SPLIT_MIN = 1 << 21
-_WORKER = "rtx-cpu-fused"
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.complex64),
            np.dtype(np.complex128))
 
-_owned: list[bool] = []
+_owned: bool | None = None  # None: not tried yet
 
 
 def own() -> bool:
     """Set NumPy's BLAS to one thread, once; True where threadpoolctl could."""
-    if not _owned:
-        ok = False
+    global _owned
+    if _owned is None:
         try:
             from threadpoolctl import ThreadpoolController
 
@@ -72,16 +70,15 @@ def own() -> bool:
                     if "numpy" in (c.filepath or "")]
             for c in libs:
                 c.set_num_threads(1)
-            ok = bool(libs)
+            _owned = bool(libs)
         except Exception:  # not installed, or a BLAS it can't drive
-            ok = False
-        _owned.append(ok)
-    return _owned[0]
+            _owned = False
+    return _owned
 
 
 def owned() -> bool:
     """Whether the backend's threads (not BLAS's) run its large products."""
-    return bool(_owned) and _owned[0]
+    return bool(_owned)
 
 
 def blocks(m: int, k: int, n: int) -> tuple[int, list[tuple[int, int]]] | None:
@@ -100,19 +97,8 @@ def blocks(m: int, k: int, n: int) -> tuple[int, list[tuple[int, int]]] | None:
 
 
 def _spread(run: Callable[[int, int], None], units: int) -> None:
-    """``run(lo, hi)`` over range(units) in contiguous runs, one a thread (the
-    first on this thread); returns when every run is done, raising what any raised."""
-    t = min(threads(), units)
-    if t <= 1 or threading.current_thread().name.startswith(_WORKER):
-        run(0, units)
-        return
-    cuts = [units * i // t for i in range(t)] + [units]
-    futures = [pool().submit(run, lo, hi) for lo, hi in zip(cuts[1:-1], cuts[2:])]
-    try:
-        run(cuts[0], cuts[1])
-    finally:
-        for f in futures:
-            f.result()
+    """``run(lo, hi)`` over range(units) in contiguous runs, one a thread."""
+    split(units, run, True)
 
 
 def matmul_kernel(base: Callable[[Any, Any, Any], None]) -> Callable[[Any, Any, Any], None]:
@@ -121,11 +107,9 @@ def matmul_kernel(base: Callable[[Any, Any, Any], None]) -> Callable[[Any, Any, 
 
     def matmul(out: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
         nd = out.ndim
-        if not _owned or not _owned[0] or nd < 2 or a.ndim != nd or b.ndim != nd \
+        if not _owned or nd < 2 or a.ndim != nd or b.ndim != nd \
                 or out.dtype not in _FLOATS or out.size == 0:
             return base(out, a, b)
-        if np.may_share_memory(out, a) or np.may_share_memory(out, b):
-            return base(out, a, b)  # NumPy reads all of an overlapping input first
         k = a.shape[-1]
         if nd >= 3 and not any(b.strides[:-2]) and _rows_merge(a) and _rows_merge(out):
             # (..., n, k) @ a broadcast (k, m): one 2-D product over all rows
@@ -133,23 +117,25 @@ def matmul_kernel(base: Callable[[Any, Any, Any], None]) -> Callable[[Any, Any, 
             nd = 2
         if nd == 2:
             plan = blocks(out.shape[0], k, out.shape[1])
-            if plan is None:
-                return base(out, a, b)
-            axis, ranges = plan
-
-            def run(lo: int, hi: int) -> None:
-                for r0, r1 in ranges[lo:hi]:
-                    if axis == 0:
-                        np.matmul(a[r0:r1], b, out=out[r0:r1])
-                    else:
-                        np.matmul(a, b[:, r0:r1], out=out[:, r0:r1])
-
-            _spread(run, len(ranges))
-            return
-        batch = out.shape[0]
-        if batch < 2 or out.size * k < BATCH_SPLIT_MIN or not (
+        elif out.shape[0] < 2 or out.size * k < BATCH_SPLIT_MIN or not (
                 a.shape[:-2] == b.shape[:-2] == out.shape[:-2]):
-            return base(out, a, b)
-        _spread(lambda lo, hi: base(out[lo:hi], a[lo:hi], b[lo:hi]), batch)
+            plan = None
+        else:
+            plan = 0, [(i, i + 1) for i in range(out.shape[0])]  # whole matrices
+        if plan is None or np.may_share_memory(out, a) or np.may_share_memory(out, b):
+            return base(out, a, b)  # (an overlapping input: NumPy reads all of it first)
+        axis, ranges = plan
+
+        def run(lo: int, hi: int) -> None:
+            if nd > 2:
+                base(out[lo:hi], a[lo:hi], b[lo:hi])
+                return
+            for r0, r1 in ranges[lo:hi]:
+                if axis == 0:
+                    np.matmul(a[r0:r1], b, out=out[r0:r1])
+                else:
+                    np.matmul(a, b[:, r0:r1], out=out[:, r0:r1])
+
+        _spread(run, len(ranges))
 
     return matmul
