@@ -16,7 +16,7 @@ import rtxcore as rc
 
 pytest.importorskip("rtx_cpu")
 threadpoolctl = pytest.importorskip("threadpoolctl")
-from rtx_cpu import blas, memory  # noqa: E402
+from rtx_cpu import blas, cpool, memory  # noqa: E402
 from rtx_cpu.kernels import KERNELS  # noqa: E402
 
 THREADS = (1, 2, 4)
@@ -81,18 +81,42 @@ CASES = {
 }
 
 
+# the C pool (``cpool``) where a compiler and NumPy's BLAS names are at hand;
+# ``fused.pool``'s Python threads otherwise: the same blocks, so the same bits
+PATHS = ["c", "python"]
+
+
+def _use_path(path, monkeypatch):
+    """Make matmul take ``path``, spying on what it splits: the list of splits."""
+    monkeypatch.setattr(blas, "BATCH_SPLIT_MIN", 1 << 12)
+    monkeypatch.setattr(blas, "C_BATCH_SPLIT_MIN", 1 << 12)
+    calls = []
+    if path == "c":
+        if cpool.gemm(np.dtype(np.float64)) is None:
+            pytest.skip("no C compiler or no NumPy BLAS names here")
+        real_c = blas._c_matmul
+        monkeypatch.setattr(blas, "_c_matmul", lambda out, a, b, axis, parts, batched: (
+            real_c(out, a, b, axis, parts, batched)
+            and (calls.append(out.shape[0] if batched else parts), True)[1]))
+        monkeypatch.setattr(blas, "_spread", lambda *a: pytest.fail("the Python pool ran"))
+    else:
+        monkeypatch.setattr(blas, "_c_matmul", lambda *a: False)
+        monkeypatch.setattr(blas, "PY_SPLIT_MIN", 1)
+        real = blas._spread
+        monkeypatch.setattr(blas, "_spread", lambda run, units, parallel=True: (
+            calls.append(units if parallel else 0), real(run, units, parallel))[1])
+    return calls
+
+
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_matmul_same_bits_on_any_number_of_threads(case, dtype, monkeypatch):
-    monkeypatch.setattr(blas, "BATCH_SPLIT_MIN", 1 << 12)
+def test_matmul_same_bits_on_any_number_of_threads(case, dtype, path, monkeypatch):
     rng = np.random.default_rng(sorted(CASES).index(case))
     a, b = (x.astype(dtype) for x in CASES[case](rng))
-    calls = []
-    real = blas._spread
-    monkeypatch.setattr(blas, "_spread", lambda run, units: (calls.append(units),
-                                                             real(run, units))[1])
+    calls = _use_path(path, monkeypatch)
     res = _on_threads(lambda: _run_matmul(a, b))
-    assert calls and all(u >= 2 for u in calls)  # it did split, on every count
+    assert len(calls) == len(THREADS) and all(u >= 2 for u in calls)  # split, every time
     for t in THREADS[1:]:
         assert np.array_equal(res[t], res[1]), f"{t} threads differ from one"
     ref = np.matmul(a.astype(np.float64), b.astype(np.float64))
@@ -100,8 +124,108 @@ def test_matmul_same_bits_on_any_number_of_threads(case, dtype, monkeypatch):
     np.testing.assert_allclose(res[1], ref, rtol=tol, atol=tol * np.sqrt(a.shape[-1]))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_c_pool_and_the_python_pool_give_the_same_bits(case, dtype):
+    if cpool.gemm(np.dtype(dtype)) is None:
+        pytest.skip("no C compiler or no NumPy BLAS names here")
+    rng = np.random.default_rng(11 + sorted(CASES).index(case))
+    a, b = (x.astype(dtype) for x in CASES[case](rng))
+    got = {}
+    for path in PATHS:
+        with pytest.MonkeyPatch.context() as mp:
+            calls = _use_path(path, mp)
+            got[path] = _run_matmul(a, b)
+            assert calls
+    assert np.array_equal(got["c"], got["python"])
+
+
+def _pairs(rng, dtype):
+    """Operands the C pool must take as they are, or leave to NumPy: views
+    BLAS can read (transposed, with a leading dimension), and ones it can't."""
+    big = rng.standard_normal((8, 96, 2, 160)).astype(dtype)
+    w = rng.standard_normal((160, 256)).astype(dtype)
+    return {
+        "row view with a leading dimension": (big[:, :, 0].reshape(8 * 96, 160)[::1], w),
+        "transposed weight": (big[0, :, 1], rng.standard_normal((256, 160)).astype(dtype).T),
+        "every other column (BLAS can't read it)": (
+            rng.standard_normal((192, 2, 160)).astype(dtype)[:, 0, ::2], w[::2]),
+        "batch over two unmergeable dims": (big.transpose(2, 0, 1, 3)[:, :4],
+                                            rng.standard_normal((2, 4, 160, 64)).astype(dtype)),
+        "negative strides": (big[0, ::-1, 0], w[::-1]),
+    }
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("which", range(5))
+def test_views_are_read_as_they_are_or_left_to_numpy(which, dtype, monkeypatch):
+    monkeypatch.setattr(blas, "C_BATCH_SPLIT_MIN", 1 << 12)
+    name, (a, b) = sorted(_pairs(np.random.default_rng(which), dtype).items())[which]
+    res = _on_threads(lambda: _run_matmul(a, b))
+    for t in THREADS[1:]:
+        assert np.array_equal(res[t], res[1]), (name, t)
+    ref = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(res[2], ref, rtol=tol, atol=tol * np.sqrt(a.shape[-1]))
+
+
+def test_products_from_several_threads_at_once_give_one_threads_bits():
+    import threading
+
+    rng = np.random.default_rng(5)
+    pairs = [(rng.standard_normal((256, 128)).astype(np.float32),
+              rng.standard_normal((128, 512)).astype(np.float32)) for _ in range(6)]
+    want = [_run_matmul(a, b) for a, b in pairs]
+    got: list = [None] * len(pairs)
+    errors = []
+
+    def work(i):
+        try:
+            for _ in range(20):
+                r = _run_matmul(*pairs[i])
+                if not np.array_equal(r, want[i]):
+                    errors.append(i)
+            got[i] = r
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=work, args=(i,)) for i in range(len(pairs))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(60)
+    assert not errors
+    assert all(np.array_equal(g, w) for g, w in zip(got, want))
+
+
+_FORK = """
+import os, numpy as np, rtxcore as rc
+from rtx_cpu.kernels import KERNELS
+rc.set_num_threads(2)
+a = np.ones((256, 128), np.float32); b = np.ones((128, 512), np.float32)
+out = np.empty((256, 512), np.float32)
+KERNELS["matmul"](out, a, b)  # the parent's C workers exist now
+pid = os.fork()
+if pid == 0:  # the child has none: it must make its own, not wait for the parent's
+    out[:] = 0
+    KERNELS["matmul"](out, a, b)
+    os._exit(0 if (out == 128).all() else 3)
+_, status = os.waitpid(pid, 0)
+print(os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
+def test_a_forked_child_runs_products_on_threads_of_its_own():
+    out = subprocess.run([sys.executable, "-c", _FORK], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[-1] == "0"
+
+
 def test_an_output_over_an_input_is_one_call(monkeypatch):
     monkeypatch.setattr(blas, "_spread", lambda *a: pytest.fail("split over an aliased out"))
+    monkeypatch.setattr(blas, "_c_matmul", lambda *a: pytest.fail("split over an aliased out"))
     rng = np.random.default_rng(3)
     buf = rng.standard_normal((1024, 256))
     a, b = buf.copy(), rng.standard_normal((256, 256))

@@ -29,30 +29,39 @@ nothing is split here.
 
 from __future__ import annotations
 
+import functools
+import threading
 from typing import Any, Callable
 
 import numpy as np
 
 from rtxcore.dispatch.xp import _rows_merge
 
-from .fused import split
+from . import cpool
+from .fused import split, threads
 
-# multiply-adds: a product smaller than SPLIT_MIN is one call (handing half to a
-# worker and waiting for it costs ~50 us on this 2-core VM; a float32 product
-# runs ~48 multiply-adds a ns on one thread: (128, 128) @ (128, 512), 8.4M, 172
-# us; in two halves on 2 threads 161-192, (256, 128) @ (128, 512) 330 -> 243-272,
-# (1024, 128) @ (128, 384) 966 -> 595); a block has BLOCK_MIN at least (each
-# block is a BLAS call of its own, packing its operands again: blocks small
-# enough to be inefficient would cost one thread time), rows or columns a
-# multiple of ALIGN, and there are at most MAX_BLOCKS
-SPLIT_MIN = 1 << 24
-BLOCK_MIN = 1 << 23
+# multiply-adds: a product smaller than SPLIT_MIN is one call. A block has
+# BLOCK_MIN at least (each block is a BLAS call of its own, packing its operands
+# again: on one thread (128, 128) @ (128, 512) took 177 us as one call, 179 in 2
+# blocks, 184 in 4, 191 in 8), rows or columns a multiple of ALIGN (OpenBLAS's
+# kernels work in 16-row panels), and there are at most MAX_BLOCKS. On 2 threads
+# of the C pool (``cpool``) the same product took 120 us in 2 blocks, 98 in 4;
+# (64, 128) @ (128, 512), 4.2M, 95 -> 53 us in 2.
+SPLIT_MIN = 1 << 21
+BLOCK_MIN = 1 << 20
 MAX_BLOCKS = 4
-ALIGN = 64
-# a batch of small matrices splits from fewer: NumPy's loop makes a BLAS call
-# per matrix, at a few us each (GPT's attention, 64 products (64, 32) @ (32, 64):
-# 402 us on one thread, 4.2M multiply-adds)
+ALIGN = 16
+# Without the C pool the blocks are the same (so are the bits) but run on
+# ``fused.pool``'s Python threads only from PY_SPLIT_MIN: handing a block to one
+# costs ~50 us on a 2-core VM ((128, 128) @ (128, 512), 8.4M, 172 us; in two
+# halves on 2 threads 161-192, (1024, 128) @ (128, 384) 966 -> 595).
+PY_SPLIT_MIN = 1 << 24
+# a batch of small matrices is spread by whole matrices from BATCH_SPLIT_MIN
+# multiply-adds in all (C_BATCH_SPLIT_MIN on the C pool): NumPy's loop makes a
+# BLAS call per matrix, at a few us each (GPT's attention, 64 products (64, 32)
+# @ (32, 64): 402 us on one thread, 4.2M multiply-adds)
 BATCH_SPLIT_MIN = 1 << 21
+C_BATCH_SPLIT_MIN = 1 << 18
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.complex64),
            np.dtype(np.complex128))
 
@@ -81,6 +90,7 @@ def owned() -> bool:
     return bool(_owned)
 
 
+@functools.lru_cache(maxsize=1024)  # (a model has a few shapes; 2.4 us -> 0.2 a call)
 def blocks(m: int, k: int, n: int) -> tuple[int, list[tuple[int, int]]] | None:
     """How an (m, k) @ (k, n) product is computed, a function of its shape alone:
     (axis, ranges), blocks of the output's rows (axis 0) or columns (1, where
@@ -96,9 +106,72 @@ def blocks(m: int, k: int, n: int) -> tuple[int, list[tuple[int, int]]] | None:
     return axis, [(lo, hi) for lo, hi in zip(cuts, cuts[1:]) if hi > lo]
 
 
-def _spread(run: Callable[[int, int], None], units: int) -> None:
+def _spread(run: Callable[[int, int], None], units: int, parallel: bool = True) -> None:
     """``run(lo, hi)`` over range(units) in contiguous runs, one a thread."""
-    split(units, run, True)
+    split(units, run, parallel)
+
+
+def _operand(x: np.ndarray, rows: int, cols: int) -> tuple[int, int] | None:
+    """x's last two dims (rows, cols) as a row-major BLAS operand: (111: as it
+    is, or 112: transposed; leading dimension in elements), or None (NumPy's
+    matmul would copy it first)."""
+    s0, s1 = x.strides[-2:]
+    it = x.itemsize
+    if s1 == it and s0 % it == 0 and s0 // it >= max(1, cols):
+        return 111, s0 // it
+    if s0 == it and s1 % it == 0 and s1 // it >= max(1, rows):
+        return 112, s1 // it
+    return None
+
+
+def _batch_dims(shape: tuple[int, ...], *arrays: np.ndarray) -> list[tuple[int, list[int]]] | None:
+    """The batch dims of ``arrays`` (all of ``shape``) merged where every array's
+    strides allow: [(count, [stride of each array])], at most two, else None."""
+    merged: list[tuple[int, list[int]]] = []
+    for i, size in enumerate(shape):
+        if size == 1:
+            continue
+        ss = [x.strides[i] for x in arrays]
+        if merged and all(p == s * size for p, s in zip(merged[-1][1], ss)):
+            merged[-1] = (merged[-1][0] * size, ss)
+        else:
+            merged.append((size, ss))
+    return merged if len(merged) <= 2 else None
+
+
+_INT32 = (1 << 31) - 1
+
+
+def _c_matmul(out: np.ndarray, a: np.ndarray, b: np.ndarray, axis: int, parts: int,
+              batched: bool) -> bool:
+    """The product on the C pool (``cpool``): False where it can't take it (a
+    dtype or layout BLAS can't read as it is: the caller runs the other path)."""
+    c = cpool.gemm(out.dtype)
+    if c is None or not (a.dtype == b.dtype == out.dtype) or not (
+            a.flags.aligned and b.flags.aligned and out.flags.aligned):
+        return False
+    fn, address, ilp64 = c
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    la, lb, lc = _operand(a, m, k), _operand(b, k, n), _operand(out, m, n)
+    if la is None or lb is None or lc is None or lc[0] != 111:
+        return False
+    if not ilp64 and max(m, n, k, la[1], lb[1], lc[1]) > _INT32:
+        return False
+    t = 1 if threading.current_thread().name.startswith("rtx-cpu-fused") else threads()
+    if batched:
+        dims = _batch_dims(out.shape[:-2], a, b, out)
+        if dims is None:
+            return False
+        if len(dims) == 1:
+            dims.insert(0, (1, [0, 0, 0]))
+        (n0, (sa0, sb0, sc0)), (n1, (sa1, sb1, sc1)) = dims
+        fn(address, ilp64, la[0], lb[0], 0, m, n, k, a.ctypes.data, la[1], b.ctypes.data, lb[1],
+           out.ctypes.data, lc[1], 0, 1, n0 * n1, n1, sa0, sa1, sb0, sb1, sc0, sc1, t)
+    else:
+        fn(address, ilp64, la[0], lb[0], axis, m, n, k, a.ctypes.data, la[1], b.ctypes.data,
+           lb[1], out.ctypes.data, lc[1], parts, ALIGN, 0, 0, 0, 0, 0, 0, 0, 0, t)
+    return True
 
 
 def matmul_kernel(base: Callable[[Any, Any, Any], None]) -> Callable[[Any, Any, Any], None]:
@@ -115,16 +188,23 @@ def matmul_kernel(base: Callable[[Any, Any, Any], None]) -> Callable[[Any, Any, 
             # (..., n, k) @ a broadcast (k, m): one 2-D product over all rows
             a, b, out = a.reshape(-1, k), b[(0,) * (nd - 2)], out.reshape(-1, out.shape[-1])
             nd = 2
+        macs = out.size * k
         if nd == 2:
             plan = blocks(out.shape[0], k, out.shape[1])
-        elif out.shape[0] < 2 or out.size * k < BATCH_SPLIT_MIN or not (
-                a.shape[:-2] == b.shape[:-2] == out.shape[:-2]):
+        elif out.size < 2 * out.shape[-2] * out.shape[-1] or macs < C_BATCH_SPLIT_MIN \
+                or not (a.shape[:-2] == b.shape[:-2] == out.shape[:-2]):
             plan = None
         else:
-            plan = 0, [(i, i + 1) for i in range(out.shape[0])]  # whole matrices
+            plan = 0, []  # whole matrices
         if plan is None or np.may_share_memory(out, a) or np.may_share_memory(out, b):
             return base(out, a, b)  # (an overlapping input: NumPy reads all of it first)
         axis, ranges = plan
+        if _c_matmul(out, a, b, axis, len(ranges), nd > 2):
+            return
+        if nd > 2:
+            if macs < BATCH_SPLIT_MIN or out.shape[0] < 2:
+                return base(out, a, b)
+            ranges = [(i, i + 1) for i in range(out.shape[0])]
 
         def run(lo: int, hi: int) -> None:
             if nd > 2:
@@ -136,6 +216,6 @@ def matmul_kernel(base: Callable[[Any, Any, Any], None]) -> Callable[[Any, Any, 
                 else:
                     np.matmul(a, b[:, r0:r1], out=out[:, r0:r1])
 
-        _spread(run, len(ranges))
+        _spread(run, len(ranges), nd > 2 or macs >= PY_SPLIT_MIN)
 
     return matmul

@@ -213,10 +213,11 @@ _libs: dict[str, Any] = {}  # source digest -> the loaded library (None: failed)
 _warned = False
 
 
-def library(src: str, what: str) -> Any:
+def library(src: str, what: str, extra: tuple[str, ...] = ()) -> Any:
     """The shared library compiled from C source ``src``, once per process (None
     where there is no compiler or the compile failed: the caller runs NumPy's
-    form; ``what`` names the caller in the one warning a failure gives)."""
+    form; ``what`` names the caller in the one warning a failure gives; ``extra``:
+    more flags, such as ``-pthread``)."""
     global _dir, _warned
     key = hashlib.sha256(src.encode()).hexdigest()[:32]
     with _lock:
@@ -232,7 +233,7 @@ def library(src: str, what: str) -> Any:
             with open(c_path, "w") as f:
                 f.write(src)
             for flags in (FLAGS, [f for f in FLAGS if f != "-march=native"]):
-                r = subprocess.run([cc, *flags, "-o", so_path, c_path, "-lm"],
+                r = subprocess.run([cc, *flags, *extra, "-o", so_path, c_path, "-lm"],
                                    capture_output=True, text=True)
                 if r.returncode == 0:
                     break

@@ -167,6 +167,7 @@ def runner(program: dict[str, Any], kernels: dict[str, Callable[..., None]]) -> 
 PARALLEL_MIN = 1 << 19  # elements: a smaller group runs on the calling thread alone
 C_PARALLEL_MIN = 1 << 20  # the same for a compiled group (its whole loop lets go of the GIL)
 _pool: Any = None
+hush: Callable[[], None] | None = None  # ``cpool``'s, once it is loaded
 
 
 def threads() -> int:
@@ -202,6 +203,8 @@ def pool() -> Any:
     most), made at first use; shared by fused groups and blocked kernels
     (``kernels.layer_norm``)."""
     global _pool
+    if hush is not None:
+        hush()  # (the C pool's spinning workers leave the cores to this one's)
     if _pool is None:
         from concurrent.futures import ThreadPoolExecutor
 
