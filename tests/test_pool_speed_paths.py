@@ -188,6 +188,22 @@ def test_dense_conv_is_used_on_small_images(device, monkeypatch):
     assert calls == [1]  # grouped: im2col
 
 
+def test_dense_conv_against_a_backends_kernels_only_where_the_kernel_covers_the_image(
+        device, monkeypatch):
+    kernels = FC._conv2d_kernels(T(np.zeros((1, 1, 3, 3), np.float32), device),
+                                 T(np.zeros((1, 1, 3, 3), np.float32), device), None)
+    calls = []
+    real = FC._conv2d_dense
+    monkeypatch.setattr(FC, "_conv2d_dense", lambda *a: calls.append(1) or real(*a))
+    w = T(np.zeros((8, 4, 3, 3), np.float32), device)
+    F.conv2d(T(np.zeros((2, 4, 4, 4), np.float32), device), w, padding=1)
+    # 16 pixels for 9 taps: the backend's kernels where it has them, else the
+    # dense product (against the core's im2col in tensor ops)
+    assert calls == ([] if kernels is not None else [1])
+    F.conv2d(T(np.zeros((2, 4, 3, 3), np.float32), device), w)
+    assert calls[-1:] == [1]  # the kernel covers the image: one product
+
+
 @pytest.mark.parametrize("case", [dict(x=(1, 2, 4, 4), w=(2, 2, 3, 3), padding=1),
                                   dict(x=(1, 1, 5, 4), w=(2, 1, 2, 3), stride=(2, 1),
                                        padding=(1, 0)),
