@@ -181,6 +181,45 @@ void pool_spin(int64_t ns) { spin_ns = ns; }
 void pool_hush(void) { __atomic_fetch_add(&hush, 1, SEQ); }
 int pool_workers(void) { return nworkers; }
 
+/* fn(p0 + lo, ..., hi - lo) over blocks [lo, hi) of `block` elements of n: an
+   elementwise C loop whose arrays are contiguous, `nargs` of them (at most 6) */
+struct spans {
+    void *fn;
+    int nargs;
+    int64_t n, block, itemsize;
+    char *p[6];
+};
+
+typedef void (*loop1)(char *, int64_t);
+typedef void (*loop2)(char *, char *, int64_t);
+typedef void (*loop3)(char *, char *, char *, int64_t);
+typedef void (*loop4)(char *, char *, char *, char *, int64_t);
+typedef void (*loop5)(char *, char *, char *, char *, char *, int64_t);
+typedef void (*loop6)(char *, char *, char *, char *, char *, char *, int64_t);
+
+static void span_part(const void *job, int64_t part) {
+    const struct spans *s = job;
+    int64_t lo = part * s->block, hi = lo + s->block < s->n ? lo + s->block : s->n;
+    char *q[6];
+    for (int i = 0; i < s->nargs; i++) q[i] = s->p[i] + lo * s->itemsize;
+    int64_t m = hi - lo;
+    switch (s->nargs) {
+    case 1: ((loop1)s->fn)(q[0], m); break;
+    case 2: ((loop2)s->fn)(q[0], q[1], m); break;
+    case 3: ((loop3)s->fn)(q[0], q[1], q[2], m); break;
+    case 4: ((loop4)s->fn)(q[0], q[1], q[2], q[3], m); break;
+    case 5: ((loop5)s->fn)(q[0], q[1], q[2], q[3], q[4], m); break;
+    case 6: ((loop6)s->fn)(q[0], q[1], q[2], q[3], q[4], q[5], m); break;
+    }
+}
+
+void spans(void *fn, int nargs, int64_t n, int64_t block, int64_t itemsize, int threads,
+           char *p0, char *p1, char *p2, char *p3, char *p4, char *p5) {
+    struct spans s = {fn, nargs, n, block, itemsize, {p0, p1, p2, p3, p4, p5}};
+    if (nargs < 1 || nargs > 6 || n <= 0 || block <= 0) return;
+    pool_run(span_part, &s, (n + block - 1) / block, threads);
+}
+
 /* C = A @ B by blocks of C's rows (axis 0) or columns (1), or a batch of whole
    products; row-major, A and B transposed or not (111: no, 112: yes) */
 struct gemm {
@@ -251,19 +290,18 @@ _state: dict[np.dtype, tuple[Any, int, bool]] | None = None  # dtype -> (gemm_, 
 
 
 def _load() -> dict[np.dtype, tuple[Any, int, bool]]:
-    """{dtype: (our gemm, BLAS function address, ilp64)} for the float types
-    both the compiler and NumPy's BLAS give, once per process ({} where none)."""
-    global _state
+    """Compile and load the pool, once per process; {dtype: (our gemm, BLAS
+    function address, ilp64)} for the float types NumPy's BLAS gives ({} where
+    there is no BLAS by those names, or no pool)."""
+    global _state, _spans
     with _lock:
         if _state is not None:
             return _state
         _state = {}
-        blas = _numpy_blas()
-        if blas is None:
-            return _state
         src = _SOURCE + "".join(_GEMM.replace("{S}", s).replace("{T}", t)
                                 for s, t in cfused.FLOAT_TYPES.values())
-        lib = cfused.library(src, "the threaded BLAS blocks", extra=("-pthread",))
+        lib = None if cfused._compiler() is None else \
+            cfused.library(src, "the backend's C threads", extra=("-pthread",))
         if lib is None:
             return _state
         lib.pool_run.restype = None
@@ -271,13 +309,18 @@ def _load() -> dict[np.dtype, tuple[Any, int, bool]]:
         lib.pool_spin(SPIN_US * 1000)
         lib.pool_hush.argtypes, lib.pool_hush.restype = [], None
         fused.hush = lib.pool_hush
+        lib.spans.argtypes = [_P, _C, _I, _I, _I, _C] + [_P] * 6
+        lib.spans.restype = None
+        _spans = lib.spans
+        blas = _numpy_blas()
         for dt, (suffix, _) in cfused.FLOAT_TYPES.items():
             prefix = "s" if dt == np.float32 else "d"
+            fn = None
             for name, ilp64 in _NAMES:
-                fn = getattr(blas, name.format(p=prefix), None)
+                fn = getattr(blas, name.format(p=prefix), None) if blas is not None else None
                 if fn is not None:
                     break
-            else:
+            if fn is None:
                 continue
             gemm = getattr(lib, "gemm_" + suffix)
             gemm.argtypes = [_P, _C, _C, _C, _C, _I, _I, _I, _P, _I, _P, _I, _P, _I,
@@ -285,6 +328,25 @@ def _load() -> dict[np.dtype, tuple[Any, int, bool]]:
             gemm.restype = None
             _state[dt] = (gemm, ctypes.cast(fn, ctypes.c_void_p).value, ilp64)
         return _state
+
+
+_spans: Any = None
+
+
+def spans(fn: int, n: int, block: int, itemsize: int, *pointers: int) -> bool:
+    """``fn(p0 + lo, ..., hi - lo)`` -- a C loop over contiguous arrays, ``fn`` the
+    address of a function of one of the backend's libraries -- over ``n`` elements in
+    blocks of ``block``, on the C threads (each block on whichever comes first:
+    an elementwise loop's bits do not depend on it). False where the C pool is
+    not at hand (nothing ran)."""
+    if _state is None:
+        _load()
+    if _spans is None:
+        return False
+    t = 1 if threading.current_thread().name.startswith("rtx-cpu-fused") else fused.threads()
+    ptrs = list(pointers) + [None] * (6 - len(pointers))
+    _spans(fn, len(pointers), n, block, itemsize, t, *ptrs)
+    return True
 
 
 def _numpy_blas() -> Any:

@@ -6,10 +6,13 @@ NumPy has no erf; these are rtx_cpu's kernels for the ``erf``, ``gelu`` and
 
 from __future__ import annotations
 
+import ctypes
+import threading
 from typing import Any
 
 import numpy as np
 
+from . import cfused, cpool
 from .norm_kernels import split
 
 # -- erf, vectorised (NumPy has none; math.erf element by element costs ~0.1 s per
@@ -247,13 +250,167 @@ def _gelu_tanh_grad(d: np.ndarray, g: np.ndarray, x: np.ndarray, y: np.ndarray,
     d *= g
 
 
+# -- the float32 blocks' IEEE-exact steps as C loops ----------------------------------
+# Every step above but NumPy's exp and tanh is an IEEE operation on float32 (the
+# Python float constants are rounded to float32 first, as NumPy 2 does with a
+# Python scalar and a float32 array), so one C loop doing the same operations per
+# element in the same order (no contraction into fused multiply-adds, no
+# fast-math: ``cfused.FLAGS``) gives the same bits, in one pass where NumPy makes
+# eight to twenty. The erf GELU is all such steps; its gradient and the tanh
+# GELU keep NumPy's exp and tanh between two C passes; the tanh gradient is all
+# C. ``tests/test_cpu_gelu_c.py`` checks the bits against the NumPy forms.
+
+
+def _f32(v: float) -> str:
+    """A C float literal of ``v`` rounded to float32, exactly."""
+    return f"((float){float(np.float32(v)).hex()})"
+
+
+def _c_source() -> str:
+    a = [_f32(c) for c in _A32]
+    b = [_f32(c) for c in _B32]
+    p = f"{a[6]}"
+    for c in a[5::-1]:
+        p = f"({p} * z + {c})" if p != a[6] else f"(z * {a[6]} + {c})"
+    q = f"(z * {b[4]} + {b[3]})"
+    for c in b[2::-1]:
+        q = f"({q} * z + {c})"
+    tiny = _f32(_TINY_X)
+    cdf = f"(fabsf(x[i]) < {tiny} ? 0.5f : y[i] / x[i])"
+    return f"""#include <math.h>
+#include <stdint.h>
+void gelu_erf(float *out, const float *x, int64_t n) {{
+    for (int64_t i = 0; i < n; i++) {{
+        float v = x[i] * {_f32(_SQRT1_2)};
+        float c = v < -4.0f ? -4.0f : (v > 4.0f ? 4.0f : v);  /* (NaN stays) */
+        float z = c * c;
+        float e = ({p} / {q}) * c;
+        out[i] = ((e + 1.0f) * x[i]) * 0.5f;
+    }}
+}}
+void gelu_erf_grad_pre(float *d, const float *x, int64_t n) {{
+    for (int64_t i = 0; i < n; i++) d[i] = (x[i] * x[i]) * -0.5f;
+}}
+void gelu_erf_grad_post(float *d, const float *g, const float *x, const float *y, int64_t n) {{
+    for (int64_t i = 0; i < n; i++)
+        d[i] = (((d[i] * x[i]) * {_f32(_INV_SQRT_2PI)}) + {cdf}) * g[i];
+}}
+void gelu_tanh_pre(float *y, const float *x, int64_t n) {{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = ((((x[i] * x[i]) * {_f32(0.044715)}) + 1.0f) * x[i]) * {_f32(_SQRT_2_PI)};
+}}
+void gelu_tanh_post(float *y, const float *x, int64_t n) {{
+    for (int64_t i = 0; i < n; i++) y[i] = ((y[i] + 1.0f) * x[i]) * 0.5f;
+}}
+void gelu_tanh_grad(float *d, const float *g, const float *x, const float *y, int64_t n) {{
+    for (int64_t i = 0; i < n; i++) {{
+        float h = {cdf};
+        float v = ((((((x[i] * x[i]) * {_f32(3 * 0.044715)}) + 1.0f) * {_f32(_SQRT_2_PI)})
+                    * x[i]) * 2.0f) * h;
+        d[i] = ((v * (1.0f - h)) + h) * g[i];
+    }}
+}}
+"""
+
+
+_c_lock = threading.Lock()
+_c_funcs: dict[str, Any] | None = None
+
+
+def _c(name: str) -> Any:
+    """The C loop ``name`` (float32), or None: no compiler, the NumPy forms run."""
+    global _c_funcs
+    if _c_funcs is None:
+        with _c_lock:
+            if _c_funcs is None:
+                lib = None if cfused._compiler() is None else \
+                    cfused.library(_c_source(), "the GELU")
+                funcs: dict[str, Any] = {}
+                if lib is not None:
+                    P, I = ctypes.c_void_p, ctypes.c_int64
+                    for fn, args in (("gelu_erf", 2), ("gelu_erf_grad_pre", 2),
+                                     ("gelu_erf_grad_post", 4), ("gelu_tanh_pre", 2),
+                                     ("gelu_tanh_post", 2), ("gelu_tanh_grad", 4)):
+                        f = getattr(lib, fn)
+                        f.argtypes, f.restype = [P] * args + [I], None
+                        funcs[fn] = f
+                _c_funcs = funcs
+    return _c_funcs.get(name)
+
+
+def _ptr(a: np.ndarray) -> int:
+    return cfused._address(a)
+
+
+# elements: an all-C loop over fewer runs on the calling thread; more, in blocks
+# of _C_BLOCK over the C threads (``cpool``: the erf GELU over 512K float32, 290
+# us on one thread, in blocks on fused.pool's 2 threads 240, on the C pool's ~150)
+_C_SPLIT_MIN = 1 << 16
+_C_BLOCK = 1 << 14
+
+
+def _all_c(name: str, out: np.ndarray, *xs: np.ndarray) -> None:
+    """The C loop ``name`` over out and xs (flat, contiguous float32: float16
+    through float32, as ``_blockwise``), over the C threads when large."""
+    flat = [np.ascontiguousarray(_wide(x)).reshape(-1) for x in xs]
+    direct = out.flags.c_contiguous and out.dtype == np.float32
+    dst = out.reshape(-1) if direct else np.empty(out.size, np.float32)
+    n = dst.size
+    fn = _c(name)
+    ptrs = [_ptr(dst)] + [_ptr(f) for f in flat]
+    if n < _C_SPLIT_MIN or not cpool.spans(_c_address(name), n, _C_BLOCK, 4, *ptrs):
+        fn(*ptrs, n)
+    if not direct:
+        np.copyto(out, dst.reshape(out.shape), casting="unsafe")
+
+
+_addresses: dict[str, int] = {}
+
+
+def _c_address(name: str) -> int:
+    a = _addresses.get(name)
+    if a is None:
+        a = _addresses[name] = ctypes.cast(_c(name), ctypes.c_void_p).value
+    return a
+
+
+def _gelu_tanh_c(y: np.ndarray, x: np.ndarray, t: list[np.ndarray]) -> None:
+    py, px = _ptr(y), _ptr(x)
+    _c("gelu_tanh_pre")(py, px, y.size)
+    np.tanh(y, out=y)
+    _c("gelu_tanh_post")(py, px, y.size)
+
+
+def _gelu_erf_grad_c(d: np.ndarray, g: np.ndarray, x: np.ndarray, y: np.ndarray,
+                     t: list[np.ndarray]) -> None:
+    pd, px = _ptr(d), _ptr(x)
+    _c("gelu_erf_grad_pre")(pd, px, d.size)
+    np.exp(d, out=d)
+    _c("gelu_erf_grad_post")(pd, _ptr(g), px, _ptr(y), d.size)
+
+
+def _in_c(*xs: np.ndarray) -> bool:
+    """Whether the C loops take these operands (float32, or float16 computed in float32)."""
+    return all(x.dtype in (np.float32, np.float16) for x in xs) and _c("gelu_erf") is not None
+
+
 def gelu(out: np.ndarray, x: np.ndarray, approximate: str) -> None:
+    c = _in_c(out, x)
     if approximate == "tanh":
-        _blockwise(_gelu_tanh, "", out, x)
+        _blockwise(_gelu_tanh_c if c else _gelu_tanh, "", out, x)
+    elif c:
+        _all_c("gelu_erf", out, x)
     else:
         _blockwise(_gelu_erf, "fff", out, x)
 
 
 def gelu_backward(out: np.ndarray, g: np.ndarray, x: np.ndarray, y: np.ndarray,
                   approximate: str) -> None:
-    _blockwise(_gelu_tanh_grad if approximate == "tanh" else _gelu_erf_grad, "ffb", out, g, x, y)
+    if _in_c(out, g, x, y):
+        if approximate == "tanh":
+            _all_c("gelu_tanh_grad", out, g, x, y)
+        else:
+            _blockwise(_gelu_erf_grad_c, "", out, g, x, y)
+    else:
+        _blockwise(_gelu_tanh_grad if approximate == "tanh" else _gelu_erf_grad, "ffb",
+                   out, g, x, y)
