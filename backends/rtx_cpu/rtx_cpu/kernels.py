@@ -17,7 +17,7 @@ import numpy as np
 
 from rtxcore.dispatch import xp
 
-from . import blas, memory, parallel
+from . import blas, memory, parallel, rnn_kernels
 from .conv_kernels import KERNELS as _CONV_KERNELS
 from .erf_kernels import erf, gelu, gelu_backward
 from .norm_kernels import layer_norm, layer_norm_backward
@@ -189,5 +189,9 @@ KERNELS.update(copy=parallel.copy_kernel(None), cast=parallel.copy_kernel("unsaf
 # NumPy's BLAS on one thread, large products split over the backend's (``blas``)
 blas.own()
 KERNELS["matmul"] = blas.matmul_kernel(KERNELS["matmul"])
+# the LSTM cell's IEEE-exact steps as C passes (``rnn_kernels``: the same bits)
+KERNELS["lstm_cell"] = rnn_kernels.lstm_cell_kernel(KERNELS["lstm_cell"])
+KERNELS["lstm_cell_backward"] = rnn_kernels.lstm_cell_backward_kernel(
+    KERNELS["lstm_cell_backward"])
 KERNELS.update({op: parallel.reduction(uf, KERNELS[op]) for op, uf in (
     ("sum", np.add), ("prod", np.multiply), ("max", np.maximum), ("min", np.minimum))})
