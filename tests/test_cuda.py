@@ -156,7 +156,8 @@ def test_kernel_table_covers_every_primitive_from_the_shared_table():
     # decomposition makes the last write win)
     assert set(KERNELS) == (shared - {"index_put"}) | set(_OWN)
     # rtx_cpu takes each shared kernel as it is, or wraps it to split large calls
-    # over its threads (parallel.py; matmul: blas.py); its own kernels are the few NumPy-only ones:
+    # over its threads (parallel.py; matmul: blas.py; the LSTM cell's exact steps as C
+    # passes: rnn_kernels.py); its own kernels are the few NumPy-only ones:
     # scatter_add (a method picked by size), pow (no libm slow paths), softmax and
     # log_softmax (row blocks)
     import os
@@ -167,8 +168,11 @@ def test_kernel_table_covers_every_primitive_from_the_shared_table():
     wrapped = {n for n in shared - own if CPU[n].__code__.co_filename != xp.__file__}
     here = os.path.dirname(rtx_cpu.__file__)
     assert CPU["matmul"].__code__.co_filename == os.path.join(here, "blas.py")
+    cells = {"lstm_cell", "lstm_cell_backward"}
+    assert all(CPU[n].__code__.co_filename == os.path.join(here, "rnn_kernels.py")
+               for n in cells)
     assert all(CPU[n].__code__.co_filename == os.path.join(here, "parallel.py")
-               for n in wrapped - {"matmul"})
+               for n in wrapped - {"matmul"} - cells)
     assert {"gather", "index", "cumsum"} <= shared - own - wrapped  # taken as they are
     assert all(KERNELS[name].__name__ == name for name in shared - {"index_put"})
     assert set(_OWN) == {"empty", "from_host", "to_host", "uniform", "normal"}
