@@ -44,6 +44,7 @@ SCRIPT = textwrap.dedent("""
             print("WEIGHTS", " ".join(repr(v) for v in model[0].weight.flatten().tolist()))
             print("ENV", os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"],
                   os.environ["GROUP_RANK"])
+            print("THREADS", torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS"))
         dist.destroy_process_group()
 
     if __name__ == "__main__":
@@ -65,6 +66,8 @@ def test_a_torchrun_ddp_script_runs_unchanged_and_equals_one_process(tmp_path):
     assert "backend 'gloo' (PyTorch's) is served by 'mpi'" in two.stderr
     assert two.stderr.count("served by") == 1  # said once, by rank 0
     assert _values(two.stdout, "ENV") == ["127.0.0.1", "29555", "0"]
+    share = str(max(1, launcher._cpus() // 2))  # each rank its share of the cores
+    assert _values(two.stdout, "THREADS") == [share, share]
     # one process on the whole batch, as torchrun --nproc_per_node=1 would run it
     env = {**os.environ, "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1",
            "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1",
@@ -77,6 +80,15 @@ def test_a_torchrun_ddp_script_runs_unchanged_and_equals_one_process(tmp_path):
     w1 = [float(v) for v in _values(one.stdout, "WEIGHTS")]
     assert len(w1) == 32 and w1 != [0.0] * 32
     assert max(abs(a - b) for a, b in zip(w1, w2)) < 1e-6
+
+
+@pytest.mark.parametrize("env, cpus, share", [
+    ({"LOCAL_WORLD_SIZE": "2"}, 8, 4), ({"LOCAL_WORLD_SIZE": "3"}, 2, 1),
+    ({"LOCAL_WORLD_SIZE": "1"}, 8, None), ({}, 8, None),
+    ({"LOCAL_WORLD_SIZE": "2", "OMP_NUM_THREADS": "3"}, 8, None),  # the user's stays
+    ({"LOCAL_WORLD_SIZE": "x"}, 8, None)])
+def test_each_process_of_a_node_gets_its_share_of_the_cores(env, cpus, share):
+    assert launcher.thread_share(env, cpus) == share
 
 
 @pytest.mark.parametrize("opts, expected, env", [

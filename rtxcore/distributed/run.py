@@ -23,6 +23,10 @@ and unused) and every rank gets torchrun's environment: ``RANK``,
 
     python -m rtxcore.distributed.run --standalone --nproc_per_node=2 ddp_train.py
 
+With several processes a node each gets ``OMP_NUM_THREADS`` and
+``rtxcore.set_num_threads`` of its share of the cores (at least 1; torchrun sets
+1), unless ``OMP_NUM_THREADS`` is already set.
+
 ``mpiexec -n 4 python train.py`` works too; the guard is then installed by
 ``init_process_group`` (it catches ``sys.exit(n)`` and uncaught exceptions, not
 ``raise SystemExit(n)``).
@@ -102,10 +106,32 @@ def torchrun_environment(env: dict[str, str]) -> dict[str, str]:
     return out
 
 
+def thread_share(env: dict[str, str], cpus: int) -> int | None:
+    """The threads each of a node's ``LOCAL_WORLD_SIZE`` processes gets: its share
+    of the node's cores, where there are several processes and the user set no
+    ``OMP_NUM_THREADS``; else None (nothing set). torchrun sets 1 in that case
+    "to avoid the system being overloaded"; a share keeps a node's cores busy
+    and still never runs more threads than cores (every backend pool, rtx_cpu's
+    spinning C threads among them, and PyTorch's OpenMP, which read it)."""
+    try:
+        local = int(env.get("LOCAL_WORLD_SIZE", "1"))
+    except ValueError:
+        return None
+    if local <= 1 or env.get("OMP_NUM_THREADS", "").strip():
+        return None
+    return max(1, cpus // local)
+
+
 def run_rank(script: str, args: list[str]) -> None:
     """One rank: run ``script`` (or ``-m module``) as ``__main__`` with torchrun's
-    environment; any failure aborts the job."""
+    environment and its share of the node's cores; any failure aborts the job."""
     os.environ.update(torchrun_environment(dict(os.environ)))
+    share = thread_share(dict(os.environ), _cpus())
+    if share is not None:
+        import rtxcore
+
+        os.environ["OMP_NUM_THREADS"] = str(share)  # (libraries the script loads later)
+        rtxcore.set_num_threads(share)
     module = None
     if script == "-m":
         if not args:
