@@ -198,6 +198,31 @@ def test_products_from_several_threads_at_once_give_one_threads_bits():
     assert all(np.array_equal(g, w) for g, w in zip(got, want))
 
 
+def test_jobs_of_different_sizes_back_to_back_run_each_part_once():
+    # a 2-block product, then a GELU of ~20 blocks on the same C threads, over and
+    # over: a worker late from one job must never run a part of the next (a part
+    # run twice, or the caller returning before every part is done, shows here)
+    from rtx_cpu import erf_kernels
+
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal((64, 128)).astype(np.float32)
+    b = rng.standard_normal((128, 512)).astype(np.float32)
+    x = rng.standard_normal(20 * (1 << 14) + 5).astype(np.float32)
+    old = rc.get_num_threads()
+    rc.set_num_threads(2)
+    try:
+        want_p = _run_matmul(a, b)
+        want_g = np.empty_like(x)
+        erf_kernels.gelu(want_g, x, "none")
+        for _ in range(300):
+            p = _run_matmul(a, b)
+            g = np.empty_like(x)
+            erf_kernels.gelu(g, x, "none")
+            assert np.array_equal(p, want_p) and np.array_equal(g, want_g)
+    finally:
+        rc.set_num_threads(old)
+
+
 _FORK = """
 import os, numpy as np, rtxcore as rc
 from rtx_cpu.kernels import KERNELS

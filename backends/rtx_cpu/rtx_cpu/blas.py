@@ -96,7 +96,7 @@ def blocks(m: int, k: int, n: int) -> tuple[int, list[tuple[int, int]]] | None:
     (axis, ranges), blocks of the output's rows (axis 0) or columns (1, where
     there are more of them), or None: one call."""
     macs = m * k * n
-    if macs < SPLIT_MIN:
+    if macs < SPLIT_MIN or m < 2 or n < 2:  # (a vector's product: NumPy's gemv call)
         return None
     axis, size = (0, m) if m >= n else (1, n)
     parts = min(MAX_BLOCKS, macs // BLOCK_MIN, size // ALIGN)
@@ -202,6 +202,7 @@ def matmul_kernel(base: Callable[[Any, Any, Any], None]) -> Callable[[Any, Any, 
         if nd == 2:
             plan = blocks(out.shape[0], k, out.shape[1])
         elif out.size < 2 * out.shape[-2] * out.shape[-1] or macs < C_BATCH_SPLIT_MIN \
+                or min(out.shape[-2:]) < 2 \
                 or not (a.shape[:-2] == b.shape[:-2] == out.shape[:-2]):
             plan = None
         else:

@@ -102,31 +102,37 @@ static void drain(uint64_t gen) {
 static void *worker(void *arg) {
     int id = (int)(intptr_t)arg;
     uint64_t seen = __atomic_load_n(&ticket, SEQ) >> 32;
+    uint64_t h = __atomic_load_n(&hush, SEQ);
+    int idle = 0;  /* not one of the last job's threads: sleep at once */
     for (;;) {
         int64_t t0 = now_ns();
-        uint64_t h = __atomic_load_n(&hush, SEQ);
         unsigned k = 0;
         uint64_t gen;
         while ((gen = __atomic_load_n(&ticket, SEQ) >> 32) == seen) {
-            RTX_PAUSE();
-            if ((++k & 15) != 0)
-                continue;
-            int hushed = __atomic_load_n(&hush, SEQ) != h;
-            if (!hushed && (k & 255) != 0)
-                continue;
-            if (hushed || now_ns() - t0 > spin_ns) {  /* sleep until the next job */
-                pthread_mutex_lock(&mu);
-                __atomic_fetch_add(&sleepers, 1, SEQ);
-                while ((gen = __atomic_load_n(&ticket, SEQ) >> 32) == seen)
-                    pthread_cond_wait(&cv, &mu);
-                __atomic_fetch_sub(&sleepers, 1, SEQ);
-                pthread_mutex_unlock(&mu);
-                break;
+            if (!idle) {
+                RTX_PAUSE();
+                if ((++k & 15) != 0)
+                    continue;
+                int hushed = __atomic_load_n(&hush, SEQ) != h;
+                if (!hushed && (k & 255) != 0)
+                    continue;
+                if (!hushed && now_ns() - t0 <= spin_ns) {
+                    sched_yield();  /* (every ~10 us: anything else runnable here goes first) */
+                    continue;
+                }
             }
-            sched_yield();  /* (every ~10 us: anything else runnable here goes first) */
+            pthread_mutex_lock(&mu);  /* sleep until the next job */
+            __atomic_fetch_add(&sleepers, 1, SEQ);
+            while ((gen = __atomic_load_n(&ticket, SEQ) >> 32) == seen)
+                pthread_cond_wait(&cv, &mu);
+            __atomic_fetch_sub(&sleepers, 1, SEQ);
+            pthread_mutex_unlock(&mu);
+            break;
         }
         seen = gen;
-        if (id + 1 < __atomic_load_n(&job_threads, SEQ)) drain(gen);
+        h = __atomic_load_n(&hush, SEQ);  /* (a hush from here on, while it drains too, counts) */
+        idle = id + 1 >= __atomic_load_n(&job_threads, SEQ);
+        if (!idle) drain(gen);
     }
     return 0;
 }
@@ -143,7 +149,8 @@ static void after_fork_in_child(void) {
 /* parts 0..parts-1 of fn on up to `threads` threads (this one included) */
 void pool_run(part_fn fn, const void *arg, int64_t parts, int threads) {
     if (threads > MAXW + 1) threads = MAXW + 1;
-    if (threads <= 1 || parts <= 1 || pthread_mutex_trylock(&run_mu) != 0) {
+    if (threads <= 1 || parts <= 1 || parts >= 0x7fffffff ||
+            pthread_mutex_trylock(&run_mu) != 0) {
         for (int64_t p = 0; p < parts; p++) fn(arg, p);
         return;
     }
@@ -158,21 +165,28 @@ void pool_run(part_fn fn, const void *arg, int64_t parts, int threads) {
         if (bad) break;
         nworkers++;
     }
+    /* close the last job's ticket first: a worker still in its drain() with the
+       last ticket read must fail its compare-and-swap, never claim a part of this
+       job under the old generation while the fields below change */
+    uint64_t last = __atomic_load_n(&ticket, SEQ) >> 32;
+    __atomic_store_n(&ticket, last << 32 | 0xffffffffu, SEQ);
     job_fn = fn;
     job_arg = arg;
     __atomic_store_n(&job_parts, parts, SEQ);
     __atomic_store_n(&job_threads, threads, SEQ);
     __atomic_store_n(&done_parts, 0, SEQ);
-    uint64_t gen = (__atomic_load_n(&ticket, SEQ) >> 32) + 1;
-    __atomic_store_n(&ticket, (gen & 0xffffffffu) << 32, SEQ);
-    gen &= 0xffffffffu;
+    uint64_t gen = (last + 1) & 0xffffffffu;
+    __atomic_store_n(&ticket, gen << 32, SEQ);
     if (__atomic_load_n(&sleepers, SEQ)) {
         pthread_mutex_lock(&mu);
         pthread_cond_broadcast(&cv);
         pthread_mutex_unlock(&mu);
     }
     drain(gen);
-    while (__atomic_load_n(&done_parts, SEQ) < parts) RTX_PAUSE();
+    for (unsigned k = 1; __atomic_load_n(&done_parts, SEQ) < parts; k++) {
+        RTX_PAUSE();
+        if ((k & 255) == 0) sched_yield();  /* (a preempted worker holds the last part) */
+    }
     pthread_mutex_unlock(&run_mu);
 }
 
