@@ -30,7 +30,6 @@ nothing is split here.
 from __future__ import annotations
 
 import functools
-import threading
 from typing import Any, Callable
 
 import numpy as np
@@ -38,7 +37,7 @@ import numpy as np
 from rtxcore.dispatch.xp import _rows_merge
 
 from . import cfused, cpool
-from .fused import split, threads
+from .fused import in_pool, split, threads
 
 # multiply-adds: a product smaller than SPLIT_MIN is one call. A block has
 # BLOCK_MIN at least (each block is a BLAS call of its own, packing its operands
@@ -142,16 +141,6 @@ def _batch_dims(shape: tuple[int, ...], *arrays: np.ndarray) -> list[tuple[int, 
 _INT32 = (1 << 31) - 1
 
 
-def _data(x: np.ndarray) -> int:
-    """x's first element's address (through the buffer protocol where x or x.T
-    is contiguous: ``a.ctypes`` costs ~1-2 us an operand, about 3% of a small
-    product split on 2 threads)."""
-    if x.flags.c_contiguous:
-        return cfused._address(x)
-    t = x.T
-    return cfused._address(t) if t.flags.c_contiguous else x.ctypes.data
-
-
 def _c_matmul(out: np.ndarray, a: np.ndarray, b: np.ndarray, axis: int, parts: int,
               batched: bool) -> bool:
     """The product on the C pool (``cpool``): False where it can't take it (a
@@ -168,7 +157,7 @@ def _c_matmul(out: np.ndarray, a: np.ndarray, b: np.ndarray, axis: int, parts: i
         return False
     if not ilp64 and max(m, n, k, la[1], lb[1], lc[1]) > _INT32:
         return False
-    t = 1 if threading.current_thread().name.startswith("rtx-cpu-fused") else threads()
+    t = 1 if in_pool() else threads()
     if batched:
         dims = _batch_dims(out.shape[:-2], a, b, out)
         if dims is None:
@@ -176,11 +165,11 @@ def _c_matmul(out: np.ndarray, a: np.ndarray, b: np.ndarray, axis: int, parts: i
         if len(dims) == 1:
             dims.insert(0, (1, [0, 0, 0]))
         (n0, (sa0, sb0, sc0)), (n1, (sa1, sb1, sc1)) = dims
-        fn(address, ilp64, la[0], lb[0], 0, m, n, k, _data(a), la[1], _data(b), lb[1],
-           _data(out), lc[1], 0, 1, n0 * n1, n1, sa0, sa1, sb0, sb1, sc0, sc1, t)
+        fn(address, ilp64, la[0], lb[0], 0, m, n, k, cfused._address(a), la[1], cfused._address(b), lb[1],
+           cfused._address(out), lc[1], 0, 1, n0 * n1, n1, sa0, sa1, sb0, sb1, sc0, sc1, t)
     else:
-        fn(address, ilp64, la[0], lb[0], axis, m, n, k, _data(a), la[1], _data(b), lb[1],
-           _data(out), lc[1], parts, ALIGN, 0, 0, 0, 0, 0, 0, 0, 0, t)
+        fn(address, ilp64, la[0], lb[0], axis, m, n, k, cfused._address(a), la[1], cfused._address(b), lb[1],
+           cfused._address(out), lc[1], parts, ALIGN, 0, 0, 0, 0, 0, 0, 0, 0, t)
     return True
 
 

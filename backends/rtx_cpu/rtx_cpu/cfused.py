@@ -277,12 +277,25 @@ def _build(src: str) -> Any:
 
 
 def _address(a: np.ndarray) -> int:
-    """The address of (C-contiguous) ``a``'s first element: through the buffer
-    protocol where ``a`` is writable (``a.ctypes`` costs ~2 us an operand)."""
-    try:
-        return ctypes.addressof(ctypes.c_char.from_buffer(a))
-    except (TypeError, ValueError, BufferError):  # read-only, or empty
-        return a.ctypes.data
+    """The address of ``a``'s first element: through the buffer protocol where
+    ``a`` (or ``a.T``, the same first element) is C-contiguous and writable
+    (``a.ctypes`` costs ~1-2 us an operand), else ``a.ctypes``."""
+    for v in (a, a.T):
+        if v.flags.c_contiguous:
+            try:
+                return ctypes.addressof(ctypes.c_char.from_buffer(v))
+            except (TypeError, ValueError, BufferError):  # read-only, or empty
+                break
+    return a.ctypes.data
+
+
+def typed(src: str, what: str, signatures: dict[str, tuple[list[Any], Any]]
+          ) -> dict[tuple[str, np.dtype], Any]:
+    """``typed_functions`` of the library compiled from ``src`` ({} where there is
+    no compiler now -- ``RTX_CPU_CC=0`` set after an earlier compile too -- or the
+    compile failed)."""
+    lib = None if _compiler() is None else library(src, what)
+    return {} if lib is None else typed_functions(lib, signatures)
 
 
 def runner(program: dict[str, Any], threads: Callable[[], int], pool: Callable[[], Any],

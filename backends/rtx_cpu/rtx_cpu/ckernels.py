@@ -203,9 +203,7 @@ def function(name: str, dtype: np.dtype) -> Any:
     if _funcs is None:
         with _lock:
             if _funcs is None:
-                lib = None if cfused._compiler() is None else \
-                    cfused.library(SOURCE, "layer_norm and max_pool2d")
-                _funcs = {} if lib is None else cfused.typed_functions(lib, _SIGNATURES)
+                _funcs = cfused.typed(SOURCE, "layer_norm and max_pool2d", _SIGNATURES)
     return _funcs.get((name, dtype))
 
 

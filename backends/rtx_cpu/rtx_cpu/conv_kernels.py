@@ -68,15 +68,14 @@ so the split over the threads gives the same bits as one thread.
 
 from __future__ import annotations
 
-import threading
 from typing import Any, Callable
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from . import blas, cconv
-from .fused import threads
-from .parallel import _WORKER, _bounds, _run
+from .fused import in_pool, threads
+from .parallel import _bounds, _run
 
 # elements of a chunk's column block at most (float32: 1 MB, the size of this
 # machine's L2), and the batch is cut into chunks of whole images below that (at
@@ -115,7 +114,7 @@ def _over_images(part: Callable[[int, int], None], n: int, nb: int, macs: int) -
     t = threads()
     chunks = -(-n // nb)
     if t <= 1 or chunks < 2 or macs < _SPLIT_MIN or not blas.owned() or \
-            threading.current_thread().name.startswith(_WORKER):
+            in_pool():
         part(0, n)
         return
     _run(part, _bounds(n, min(t, chunks), nb))
@@ -773,7 +772,7 @@ def _c_weight_grad(dweight: np.ndarray, g: np.ndarray, cols: np.ndarray) -> None
     dwt = np.empty((-(-oc // (16 * nv)), k, 16 * nv), np.float32)
     t = threads()
     parts = 1 if t <= 1 or oc * k * cols.shape[1] < _SPLIT_MIN or \
-        threading.current_thread().name.startswith(_WORKER) else min(t, k // 16)
+        in_pool() else min(t, k // 16)
     if parts <= 1:
         cconv.implicit_weight_grad(dwt, g, cols, nv, 0, k)
     else:

@@ -357,7 +357,7 @@ def spans(fn: int, n: int, block: int, itemsize: int, *pointers: int) -> bool:
         _load()
     if _spans is None:
         return False
-    t = 1 if threading.current_thread().name.startswith("rtx-cpu-fused") else fused.threads()
+    t = 1 if fused.in_pool() else fused.threads()
     ptrs = list(pointers) + [None] * (6 - len(pointers))
     _spans(fn, len(pointers), n, block, itemsize, t, *ptrs)
     return True

@@ -338,10 +338,6 @@ def _c(name: str) -> Any:
     return _c_funcs.get(name)
 
 
-def _ptr(a: np.ndarray) -> int:
-    return cfused._address(a)
-
-
 # elements: an all-C loop over fewer runs on the calling thread; more, in blocks
 # of _C_BLOCK over the C threads (``cpool``: the erf GELU over 512K float32, 290
 # us on one thread, in blocks on fused.pool's 2 threads 240, on the C pool's ~150)
@@ -357,7 +353,7 @@ def _all_c(name: str, out: np.ndarray, *xs: np.ndarray) -> None:
     dst = out.reshape(-1) if direct else np.empty(out.size, np.float32)
     n = dst.size
     fn = _c(name)
-    ptrs = [_ptr(dst)] + [_ptr(f) for f in flat]
+    ptrs = [cfused._address(dst)] + [cfused._address(f) for f in flat]
     if n < _C_SPLIT_MIN or not cpool.spans(_c_address(name), n, _C_BLOCK, 4, *ptrs):
         fn(*ptrs, n)
     if not direct:
@@ -375,7 +371,7 @@ def _c_address(name: str) -> int:
 
 
 def _gelu_tanh_c(y: np.ndarray, x: np.ndarray, t: list[np.ndarray]) -> None:
-    py, px = _ptr(y), _ptr(x)
+    py, px = cfused._address(y), cfused._address(x)
     _c("gelu_tanh_pre")(py, px, y.size)
     np.tanh(y, out=y)
     _c("gelu_tanh_post")(py, px, y.size)
@@ -383,10 +379,10 @@ def _gelu_tanh_c(y: np.ndarray, x: np.ndarray, t: list[np.ndarray]) -> None:
 
 def _gelu_erf_grad_c(d: np.ndarray, g: np.ndarray, x: np.ndarray, y: np.ndarray,
                      t: list[np.ndarray]) -> None:
-    pd, px = _ptr(d), _ptr(x)
+    pd, px = cfused._address(d), cfused._address(x)
     _c("gelu_erf_grad_pre")(pd, px, d.size)
     np.exp(d, out=d)
-    _c("gelu_erf_grad_post")(pd, _ptr(g), px, _ptr(y), d.size)
+    _c("gelu_erf_grad_post")(pd, cfused._address(g), px, cfused._address(y), d.size)
 
 
 def _in_c(*xs: np.ndarray) -> bool:

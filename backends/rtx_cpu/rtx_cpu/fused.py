@@ -17,6 +17,7 @@ cores a 4M-element GELU group runs in about 0.6 of its one-thread time.
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any, Callable
 
 import numpy as np
@@ -167,6 +168,7 @@ def runner(program: dict[str, Any], kernels: dict[str, Callable[..., None]]) -> 
 PARALLEL_MIN = 1 << 19  # elements: a smaller group runs on the calling thread alone
 C_PARALLEL_MIN = 1 << 20  # the same for a compiled group (its whole loop lets go of the GIL)
 _pool: Any = None
+_WORKER = "rtx-cpu-fused"  # the pool's threads' names start so
 hush: Callable[[], None] | None = None  # ``cpool``'s, once it is loaded
 
 
@@ -177,15 +179,19 @@ def threads() -> int:
     return requested_threads() or _CPUS
 
 
+def in_pool() -> bool:
+    """Whether the calling thread is one of ``pool()``'s: work it hands out runs on
+    it alone (it would wait on its own pool)."""
+    return threading.current_thread().name.startswith(_WORKER)
+
+
 def split(units: int, run: Callable[[int, int], Any], parallel: bool) -> list[Any]:
     """``run(lo, hi)`` over ``range(units)`` in contiguous runs, one a thread of
     ``threads()`` where ``parallel`` (never from one of the pool's own threads: it
     would wait on its own pool); the runs' results in order. Every run handed
     out is waited for, whatever fails (the C loops write through raw pointers)."""
-    import threading
-
     parts = min(threads(), units) if parallel else 1
-    if parts <= 1 or threading.current_thread().name.startswith("rtx-cpu-fused"):
+    if parts <= 1 or in_pool():
         return [run(0, units)]
     step = -(-units // parts)
     futures = []
@@ -208,7 +214,7 @@ def pool() -> Any:
     if _pool is None:
         from concurrent.futures import ThreadPoolExecutor
 
-        _pool = ThreadPoolExecutor(max_workers=7, thread_name_prefix="rtx-cpu-fused")
+        _pool = ThreadPoolExecutor(max_workers=7, thread_name_prefix=_WORKER)
     return _pool
 
 

@@ -41,14 +41,13 @@ The result is the same bits for every thread count:
 from __future__ import annotations
 
 import contextvars
-import threading
 from typing import Any, Callable
 
 import numpy as np
 
 from rtxcore.dispatch.xp import _BRANCHLESS_MIN, _FOLD_MAX, _FOLD_MIN_OUT
 
-from .fused import pool, threads
+from .fused import in_pool, pool, threads
 
 # Elements per part at least: a smaller ``out`` (or reduced input) runs as one call.
 # Handing a part to a worker and waiting for it costs 20-50 us on this machine (2
@@ -63,14 +62,13 @@ PART_MIN_MATH = 1 << 20  # kernels of ~0.5 ns an element or more (exp, log, tanh
 _ALIGN = 1024  # elements: flat parts start at multiples (whole cache lines, no sharing)
 LEAF = 1 << 20  # elements: the most in one leaf of a sum of everything (a leaf's
 # reduce call costs ~5 us: 16M elements in leaves of 128K took 1.3x the single call)
-_WORKER = "rtx-cpu-fused"  # the pool's thread names start so (``fused.pool``)
 
 
 def _parts(size: int, part_min: int) -> int:
     """How many parts a call over ``size`` elements takes: 1 when small, on one
     thread, or from one of the pool's threads."""
     n = min(threads(), size // part_min)
-    if n <= 1 or threading.current_thread().name.startswith(_WORKER):
+    if n <= 1 or in_pool():
         return 1
     return n
 

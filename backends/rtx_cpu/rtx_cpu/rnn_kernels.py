@@ -25,7 +25,7 @@ Only pointers and ints cross into C; the source is fixed text.
 
 from __future__ import annotations
 
-import threading
+import ctypes
 import warnings
 from typing import Any, Callable
 
@@ -110,32 +110,22 @@ void lstm_back_{S}({T} *dg, int64_t ldg, {T} *dcp, int64_t lddcp, const {T} *tc,
 }
 """
 
-_P, _I = "p", "i"
+_P, _I = ctypes.c_void_p, ctypes.c_int64
 _SIGNATURES = {
-    "lstm_pre": [_P, _I, _I, _P, _I, _P, _I, _I, _I],
-    "lstm_mid": [_P, _I, _I, _P, _I, _P, _I, _I, _I],
-    "lstm_back": [_P, _I, _P, _I, _P, _I, _P, _I, _P, _I, _P, _I, _I, _P, _I, _I, _I],
+    "lstm_pre": ([_P, _I, _I, _P, _I, _P, _I, _I, _I], None),
+    "lstm_mid": ([_P, _I, _I, _P, _I, _P, _I, _I, _I], None),
+    "lstm_back": ([_P, _I, _P, _I, _P, _I, _P, _I, _P, _I, _P, _I, _I, _P, _I, _I, _I], None),
 }
 
-_lock = threading.Lock()
 _funcs: dict[tuple[str, np.dtype], Any] | None = None
 
 
 def _function(name: str, dtype: np.dtype) -> Any:
     global _funcs
-    if _funcs is None:
-        with _lock:
-            if _funcs is None:
-                import ctypes
-
-                src = _HEADER + "".join(
-                    _TEMPLATE.replace("{S}", s).replace("{T}", t)
-                    for s, t in cfused.FLOAT_TYPES.values())
-                lib = None if cfused._compiler() is None else \
-                    cfused.library(src, "the LSTM cell")
-                kinds = {_P: ctypes.c_void_p, _I: ctypes.c_int64}
-                _funcs = {} if lib is None else cfused.typed_functions(
-                    lib, {n: ([kinds[k] for k in a], None) for n, a in _SIGNATURES.items()})
+    if _funcs is None:  # (compiled once: cfused.library keeps the library)
+        src = _HEADER + "".join(_TEMPLATE.replace("{S}", s).replace("{T}", t)
+                                for s, t in cfused.FLOAT_TYPES.values())
+        _funcs = cfused.typed(src, "the LSTM cell", _SIGNATURES)
     return _funcs.get((name, dtype))
 
 
@@ -156,10 +146,6 @@ def _gates(act: np.ndarray, dt: np.dtype) -> tuple[int, int] | None:
     return s[0] // dt.itemsize, s[1] // dt.itemsize
 
 
-def _ptr(a: np.ndarray) -> int:
-    return cfused._address(a) if a.flags.c_contiguous else a.ctypes.data
-
-
 def lstm_cell_kernel(base: Callable[..., None]) -> Callable[..., None]:
     """rtx_cpu's ``lstm_cell``: the C passes, or ``base`` (the array-module kernel)."""
 
@@ -175,11 +161,11 @@ def lstm_cell_kernel(base: Callable[..., None]) -> Callable[..., None]:
             return base(h, c, act, gi, gh, c_prev)
         b, n = c.shape
         lh, lc, li, lg, lp = lds
-        pre(_ptr(act), st[0], st[1], _ptr(gi), li, _ptr(gh), lg, b, n)
+        pre(cfused._address(act), st[0], st[1], cfused._address(gi), li, cfused._address(gh), lg, b, n)
         np.exp(act[:2], out=act[:2])  # the decomposition's calls: sigmoid(i, f), tanh(g),
         np.tanh(act[2], out=act[2])   # sigmoid(o)
         np.exp(act[3], out=act[3])
-        _function("lstm_mid", dt)(_ptr(act), st[0], st[1], _ptr(c), lc, _ptr(c_prev), lp, b, n)
+        _function("lstm_mid", dt)(cfused._address(act), st[0], st[1], cfused._address(c), lc, cfused._address(c_prev), lp, b, n)
         np.tanh(c, out=h)
         np.multiply(act[3], h, out=h)
 
@@ -204,8 +190,8 @@ def lstm_cell_backward_kernel(base: Callable[..., None]) -> Callable[..., None]:
         b, n = c.shape
         lg, lq, lh, _, lp = lds
         np.tanh(c, out=dc_prev)  # (scratch until the C pass writes it, as the array kernel)
-        back(_ptr(dgates), lg, _ptr(dc_prev), lq, _ptr(dc_prev), lq, _ptr(dh), lh,
-             None if dc is None else _ptr(dc), ldd, _ptr(act), st[0], st[1], _ptr(c_prev), lp,
+        back(cfused._address(dgates), lg, cfused._address(dc_prev), lq, cfused._address(dc_prev), lq, cfused._address(dh), lh,
+             None if dc is None else cfused._address(dc), ldd, cfused._address(act), st[0], st[1], cfused._address(c_prev), lp,
              b, n)
 
     return lstm_cell_backward
