@@ -309,3 +309,29 @@ def test_layer_norm_backward_traced_on_cpu_runs_where_the_backend_lacks_it(tmp_p
     for a, e in zip(got, f(x, w, b, g)):
         assert a.shape == e.shape
         np.testing.assert_allclose(_np(a), _np(e), rtol=2e-5, atol=2e-5)
+
+
+def test_batch_norm_traced_on_cpu_runs_where_the_backend_lacks_it(tmp_path, device):
+    """Training-mode batch_norm and its backward are one node each on cpu (its
+    kernels); the graph, saved and loaded, runs them elsewhere as the core's
+    decomposition."""
+    import rtxcore.nn.functional as F
+
+    def f(x, w, b, g):
+        y = F.batch_norm(x, None, None, w, b, training=True)
+        dx, dw, db = rc.autograd.grad(y, (x, w, b), g)
+        return y.detach(), dx, dw, db
+
+    rng = np.random.default_rng(5)
+    x, w, b = (rc.tensor(rng.standard_normal(s).astype(np.float32), requires_grad=True)
+               for s in ((4, 3, 5, 6), (3,), (3,)))
+    g = rc.tensor(rng.standard_normal((4, 3, 5, 6)).astype(np.float32))
+    t = rc.jit.trace(f, x, w, b, g)
+    ops = [n.op for n in t.graph.kernels()]
+    assert ops.count("batch_norm") == 1 and ops.count("batch_norm_backward") == 1
+    path = str(tmp_path / "bn.rtxg")
+    t.save(path)
+    got = rc.jit.load(path)(*(a.to(device) for a in (x, w, b, g)))
+    for a, e in zip(got, f(x, w, b, g)):
+        assert a.shape == e.shape
+        np.testing.assert_allclose(_np(a), _np(e), rtol=2e-5, atol=2e-5)

@@ -406,6 +406,17 @@ COMPOSITES: dict[str, OpSpec] = {
            "(M + 2, N) for the parameters' gradients too: row M = the sum over rows of g * "
            "xhat (weight's), row M + 1 = that of g (bias's)",
            operands=("g", "x", "mean", "rstd", "weight"), dtypes="float"),
+        _c("batch_norm", "norm", "batch_norm(out, mean, var, rstd, x, weight, bias, eps)  # x "
+           "(N, C, S) contiguous, normalized per channel over N and S (training: the batch's "
+           "statistics); mean, var (biased), rstd = 1 / sqrt(var + eps) (C,); out = (x - "
+           "mean) * (rstd * weight) + bias; weight, bias (C,) or None",
+           operands=("x", "weight", "bias", "eps"), dtypes="float"),
+        _c("batch_norm_backward", "norm", "batch_norm_backward(dx, sums, g, x, mean, rstd, "
+           "weight)  # x, g (N, C, S) contiguous, mean and rstd (C,) as batch_norm wrote "
+           "them, weight (C,) or None; with xhat = (x - mean) * rstd and sums over N and S: "
+           "sums (2, C) = sum(g * xhat) (weight's gradient), sum(g) (bias's); dx (x's shape) "
+           "= (g - mean(g) - xhat * mean(g * xhat)) * rstd * weight",
+           operands=("g", "x", "mean", "rstd", "weight"), dtypes="float"),
         _c("lstm_cell", "rnn", "lstm_cell(h, c, act, gi, gh, c_prev)  # gi, gh (B, 4H) any "
            "strides, gates i, f, g, o of gi + gh; c_prev (B, H); act (4, B, H) = sigmoid(i), "
            "sigmoid(f), tanh(g), sigmoid(o); c = f * c_prev + i * g, h = o * tanh(c) (B, H)",

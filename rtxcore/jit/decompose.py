@@ -94,6 +94,34 @@ def _layer_norm_backward(out: Tensor, g: Tensor, x: Tensor, mean: Tensor, rstd: 
         out[m + 1].copy_(g.sum(0))
 
 
+def _batch_norm(out: Tensor, mean: Tensor, var: Tensor, rstd: Tensor, x: Tensor,
+                weight: Tensor | None, bias: Tensor | None, eps: float) -> None:
+    mu = x.mean((0, 2), keepdim=True)
+    d = x - mu
+    v = (d * d).mean((0, 2), keepdim=True)
+    r = (v + eps).rsqrt()
+    y = d * (r if weight is None else r * weight.reshape(1, -1, 1))
+    if bias is not None:
+        y = y + bias.reshape(1, -1, 1)
+    out.copy_(y)
+    mean.copy_(mu.reshape(-1))
+    var.copy_(v.reshape(-1))
+    rstd.copy_(r.reshape(-1))
+
+
+def _batch_norm_backward(dx: Tensor, sums: Tensor, g: Tensor, x: Tensor, mean: Tensor,
+                         rstd: Tensor, weight: Tensor | None) -> None:
+    count = x.shape[0] * x.shape[2]
+    r = rstd.reshape(1, -1, 1)
+    xhat = (x - mean.reshape(1, -1, 1)) * r
+    a = g.sum((0, 2), keepdim=True)
+    gx = (g * xhat).sum((0, 2), keepdim=True)
+    scale = r if weight is None else r * weight.reshape(1, -1, 1)
+    dx.copy_((g - a * (1.0 / count) - xhat * (gx * (1.0 / count))) * scale)
+    sums[0].copy_(gx.reshape(-1))
+    sums[1].copy_(a.reshape(-1))
+
+
 def _max_pool2d_tiled(values: Tensor, indices: Tensor, x: Tensor, kh: int, kw: int) -> None:
     from ..nn import functional as F
 
@@ -176,7 +204,8 @@ DECOMPOSE: dict[str, Callable[..., None]] = {
     "cumsum": _cumsum, "softmax": _softmax, "log_softmax": _log_softmax,
     "softmax_backward": _softmax_backward, "log_softmax_backward": _log_softmax_backward,
     "gelu": _gelu, "gelu_backward": _gelu_backward, "layer_norm": _layer_norm,
-    "layer_norm_backward": _layer_norm_backward,
+    "layer_norm_backward": _layer_norm_backward, "batch_norm": _batch_norm,
+    "batch_norm_backward": _batch_norm_backward,
     "max_pool2d_tiled": _max_pool2d_tiled,
     "max_pool2d_tiled_backward": _max_pool2d_tiled_backward,
     "conv2d": _conv2d, "conv2d_input_grad": _conv2d_input_grad,

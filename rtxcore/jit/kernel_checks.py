@@ -15,8 +15,8 @@ from .ir import Ref
 
 # kernels writing more than one output (rtxcore.jit.trace.OUTPUTS) and those
 # reading what they write (READS_OUT): their first args are the written regions
-N_OUTPUTS = {"max_pool2d_tiled": 2, "sort": 2, "layer_norm": 3, "conv2d": 2, "lstm_cell": 3,
-             "lstm_cell_backward": 2, "gru_cell": 2, "gru_cell_backward": 3}
+N_OUTPUTS = {"max_pool2d_tiled": 2, "sort": 2, "layer_norm": 3, "batch_norm": 4,
+             "batch_norm_backward": 2, "conv2d": 2, "lstm_cell": 3, "lstm_cell_backward": 2, "gru_cell": 2, "gru_cell_backward": 3}
 READS_OUT = frozenset({"scatter_add", "index_put"})
 APPROXIMATE = ("none", "tanh")  # gelu's one string argument
 _FAMILY = {name: s.family for name, s in {**OPS.PRIMITIVES, **OPS.COMPOSITES}.items()}
@@ -416,6 +416,50 @@ class _Kernel:
         w = self.ref(4, "weight", optional=True)
         if w is not None:
             self.like(w, [n], dt, "weight")
+
+    def _channels(self, x: int, what: str = "x") -> list[int]:
+        """(N, C, S) of a contiguous 3-D ``x`` (a batch norm's input)."""
+        sx = self.shape(x)
+        if len(sx) != 3:
+            raise self.fail(f"{self.op}'s {what} must be 3-D (N, C, S), got {sx}")
+        want = list(contiguous_strides(tuple(sx)))
+        if list(self.n.values[x].get("strides", want)) != want:
+            raise self.fail(f"{self.op}'s {what} (value {x}) must be contiguous")
+        return sx
+
+    def k_batch_norm(self) -> None:
+        self.arity(4)
+        x = self.ref(0, "x")
+        sx = self._channels(x)
+        self.dtype_is(x, _domain("batch_norm"), "x")
+        dt = self.dtype(x)
+        out = self.outs[0]
+        self.like(out, sx, dt, "the output")
+        for r, what in zip(self.outs[1:], ("mean", "var", "rstd")):
+            self.like(r, [sx[1]], dt, what)
+        for k, what in ((1, "weight"), (2, "bias")):
+            r = self.ref(k, what, optional=True)
+            if r is not None:
+                self.like(r, [sx[1]], dt, what)
+        if type(self.args[3]) not in (int, float):
+            raise _fail(self.where, "args[3] (eps)", "a number", self.args[3])
+
+    def k_batch_norm_backward(self) -> None:
+        self.arity(5)
+        dx, sums = self.outs
+        g, x = self.ref(0, "g"), self.ref(1, "x")
+        sx = self._channels(x)
+        self.dtype_is(x, _domain("batch_norm_backward"), "x")
+        dt = self.dtype(x)
+        self.like(g, sx, dt, "g")
+        self._channels(g, "g")
+        self.like(dx, sx, dt, "dx")
+        self.like(sums, [2, sx[1]], dt, "sums")
+        for k, what in ((2, "mean"), (3, "rstd")):
+            self.like(self.ref(k, what), [sx[1]], dt, what)
+        w = self.ref(4, "weight", optional=True)
+        if w is not None:
+            self.like(w, [sx[1]], dt, "weight")
 
     def _cell(self, kinds: str, gates: int) -> None:
         """An rnn cell kernel's regions and operands (``rtxcore.dispatch.ops``), by

@@ -30,7 +30,8 @@ from .graph import Graph, Node, Ref, rename_outputs
 
 # kernels that write more than their first argument, and those that read what
 # they write (accumulate into out) -- the rest write arg 0 and don't read it
-OUTPUTS = {"max_pool2d_tiled": 2, "sort": 2, "layer_norm": 3, "conv2d": 2, "lstm_cell": 3,
+OUTPUTS = {"max_pool2d_tiled": 2, "sort": 2, "layer_norm": 3, "batch_norm": 4,
+           "batch_norm_backward": 2, "conv2d": 2, "lstm_cell": 3,
            "lstm_cell_backward": 2, "gru_cell": 2, "gru_cell_backward": 3}
 READS_OUT = {"scatter_add", "index_put"}
 # the core's functions whose host reads validate indices (bounds; whether any is

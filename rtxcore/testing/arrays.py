@@ -21,7 +21,7 @@ RTOL = {"float16": 2e-3, "float32": 2e-5, "float64": 1e-12}
 LOOSE = {"float16": 4e-3, "float32": 1e-4, "float64": 1e-9}
 _LOOSE_OPS = {"exp", "log", "sin", "cos", "tanh", "expm1", "log1p", "log2", "tan",
               "sigmoid", "erf", "pow", "softmax", "log_softmax", "gelu", "gelu_backward",
-              "layer_norm", "layer_norm_backward", "lstm_cell", "lstm_cell_backward", "gru_cell",
+              "layer_norm", "layer_norm_backward", "batch_norm", "batch_norm_backward", "lstm_cell", "lstm_cell_backward", "gru_cell",
               "gru_cell_backward", "softmax_backward", "log_softmax_backward"}
 
 # sums over many products: the core's own conv2d rounds each of its kh*kw col2im

@@ -70,6 +70,22 @@ def _front(op: str) -> Callable[[str, Any], Any]:
             w.grad = None
             f.layer_norm(xs[2], (6,), w).sum().backward()
             return xs[0].grad, dw, db, xs[1].grad, xs[2].grad, w.grad
+        if op in ("batch_norm", "batch_norm_backward"):
+            # (N, C, H, W) with weight and bias, and (N, C) without; training mode
+            f = rc.nn.functional
+            x4 = rc.tensor(values(dtype, "x", (2, 3, 4, 5)), dtype=dtype, device=device,
+                           requires_grad=True)
+            x2 = rc.tensor(values(dtype, "x2", (4, 6)), dtype=dtype, device=device,
+                           requires_grad=True)
+            w, b = (rc.tensor(values(dtype, s, (3,)), dtype=dtype, device=device,
+                              requires_grad=True) for s in ("w", "b"))
+            y4 = f.batch_norm(x4, None, None, w, b, training=True)
+            y2 = f.batch_norm(x2, None, None, training=True)
+            if op == "batch_norm":
+                return y4.detach(), y2.detach()
+            y4.backward(rc.tensor(values(dtype, "g", (2, 3, 4, 5)), dtype=dtype, device=device))
+            y2.backward(rc.tensor(values(dtype, "g2", (4, 6)), dtype=dtype, device=device))
+            return x4.grad, w.grad, b.grad, x2.grad
         if op == "max_pool2d_tiled":
             x4 = rc.tensor(values(dtype, op, (2, 3, 4, 6)), dtype=dtype, device=device)
             return rc.nn.functional.max_pool2d(x4, 2)

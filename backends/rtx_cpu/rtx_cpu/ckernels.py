@@ -1,8 +1,8 @@
 """Fixed C loops for kernels that NumPy can only run as many passes over memory.
 
-``layer_norm`` (and its backward) and the tiled ``max_pool2d`` (and its
-backward) are a few lines each as a loop over rows or tiles, and many NumPy
-calls each: the pooling's NumPy form gathers the tiles into rows, scans them
+``layer_norm`` and ``batch_norm`` (and their backwards) and the tiled
+``max_pool2d`` (and its backward) are a few lines each as a loop over rows,
+channels or tiles, and many NumPy calls each: the pooling's NumPy form gathers the tiles into rows, scans them
 ``kh * kw`` times and scatters back; layer_norm's makes six passes over a block
 of rows. Here each is one C function, compiled once per process by ``cfused``'s
 compiler with its flags (no fast-math, no contraction: every float operation as
@@ -23,6 +23,14 @@ What the loops compute, and why it is the same on any number of threads:
   ``g * weight * (x - mean)`` in double, then ``dx = ((q - xc * c) - a) * rstd``
   as the NumPy form. The parameters' column sums are kept per block of rows
   (blocks fixed by the shape, in double) and added in block order at the end.
+- ``batch_norm``: a channel's mean and variance are sums over its N runs of S
+  elements in float lanes, added into a double about every 256 elements in an
+  order fixed by the shape; the output ``(x - mean) * (rstd * weight) + bias``
+  as the core's composite writes it. Channels are independent, so a thread
+  takes whole channels: the same bits on any number of threads.
+- ``batch_norm_backward``: per channel the sums of ``g`` and of ``g * (x -
+  mean)`` as above, then ``dx = ((g - mean(g)) - xhat * mean(g * xhat)) *
+  (rstd * weight)``.
 - ``max_pool2d_tiled``: per tile, the first maximum in row-major order (the
   first NaN where there is one), PyTorch's choice; the backward writes zeros
   and each gradient at its index, checking every index against its plane.
@@ -136,6 +144,99 @@ void ln_bwd_{S}({T} *dx, double *pw, double *pb, const {T} *g, const {T} *x,
     }
 }
 
+/* A channel's sums over its `rows` runs of s elements, `stride` apart: of p, or
+   of (p - mu)^2, or of p * (q - mu). Whole LANES-wide pieces of each run go into LANES {T} lanes,
+   which are added into a double every CHUNK elements or so and at the end; a
+   run's last s % LANES elements go straight into a double. One order, fixed by
+   the shape. */
+#define CHANNEL_SUM(NAME, T, TERM)                                                      \
+static double NAME(const T *p, const T *q, T mu, int64_t rows, int64_t stride,          \
+                   int64_t s) {                                                         \
+    double total = 0, tail = 0;                                                         \
+    T acc[LANES] = {0};                                                                 \
+    int64_t k = 0, sv = s - s % LANES;                                                  \
+    for (int64_t i = 0; i < rows; i++) {                                                \
+        const T *pr = p + i * stride, *qr = q + i * stride;                             \
+        (void)qr;                                                                       \
+        for (int64_t c0 = 0; c0 < sv; c0 += CHUNK) {                                    \
+            int64_t c1 = c0 + CHUNK < sv ? c0 + CHUNK : sv;                             \
+            for (int64_t j = c0; j < c1; j += LANES)                                    \
+                for (int l = 0; l < LANES; l++) acc[l] += TERM(j + l);                  \
+            if ((k += c1 - c0) >= CHUNK) {                                              \
+                double part = 0;                                                        \
+                for (int l = 0; l < LANES; l++) { part += (double)acc[l]; acc[l] = 0; } \
+                total += part;                                                          \
+                k = 0;                                                                  \
+            }                                                                           \
+        }                                                                               \
+        for (int64_t j = sv; j < s; j++) tail += (double)(TERM(j));                     \
+    }                                                                                   \
+    double part = 0;                                                                    \
+    for (int l = 0; l < LANES; l++) part += (double)acc[l];                             \
+    return total + part + tail;                                                         \
+}
+
+#define P_TERM(j) pr[j]
+#define SQ_TERM(j) ((pr[j] - mu) * (pr[j] - mu))
+#define PQ_TERM(j) (pr[j] * (qr[j] - mu))
+CHANNEL_SUM(csum_{S}, {T}, P_TERM)
+CHANNEL_SUM(csq_{S}, {T}, SQ_TERM)
+CHANNEL_SUM(cdev_{S}, {T}, PQ_TERM)
+
+/* channels lo..hi of x (n, c, s): each channel's mean and biased variance over
+   its n * s elements (sums as above), rstd,
+   and out = (x - mean) * (rstd * w) + b */
+void bn_fwd_{S}({T} *out, {T} *mean, {T} *var, {T} *rstd, const {T} *x, const {T} *w,
+                const {T} *b, int64_t n, int64_t c, int64_t s, double eps, int64_t lo,
+                int64_t hi) {
+    double count = (double)n * (double)s;
+    for (int64_t ch = lo; ch < hi; ch++) {
+        const {T} *xc = x + ch * s;
+        {T} mu = ({T})(csum_{S}(xc, xc, 0, n, c * s, s) / count);
+        double v = csq_{S}(xc, xc, mu, n, c * s, s) / count;
+        {T} r = ({T})(1.0 / sqrt(v + eps));
+        {T} sc = w ? r * w[ch] : r;
+        mean[ch] = mu;
+        var[ch] = ({T})v;
+        rstd[ch] = r;
+        for (int64_t i = 0; i < n; i++) {
+            const {T} *xr = x + (i * c + ch) * s;
+            {T} *o = out + (i * c + ch) * s;
+            if (b) {
+                {T} sh = b[ch];
+                for (int64_t j = 0; j < s; j++) o[j] = (xr[j] - mu) * sc + sh;
+            } else {
+                for (int64_t j = 0; j < s; j++) o[j] = (xr[j] - mu) * sc;
+            }
+        }
+    }
+}
+
+/* channels lo..hi: sums[ch] = sum(g * xhat), sums[c + ch] = sum(g) over the
+   channel, and dx = ((g - sum(g) / count) - xhat * (sum(g * xhat) / count)) *
+   (rstd * w), xhat = (x - mean) * rstd */
+void bn_bwd_{S}({T} *dx, {T} *sums, const {T} *g, const {T} *x, const {T} *mean,
+                const {T} *rstd, const {T} *w, int64_t n, int64_t c, int64_t s, int64_t lo,
+                int64_t hi) {
+    double count = (double)n * (double)s;
+    for (int64_t ch = lo; ch < hi; ch++) {
+        {T} mu = mean[ch], r = rstd[ch];
+        double a = csum_{S}(g + ch * s, g + ch * s, 0, n, c * s, s);
+        double gc = cdev_{S}(g + ch * s, x + ch * s, mu, n, c * s, s);
+        {T} gx = ({T})(gc * (double)r);
+        sums[ch] = gx;
+        sums[c + ch] = ({T})a;
+        {T} af = ({T})(a / count), cf = ({T})((double)gx / count);
+        {T} sc = w ? r * w[ch] : r;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t at = (i * c + ch) * s;
+            const {T} *gr = g + at, *xr = x + at;
+            {T} *o = dx + at;
+            for (int64_t j = 0; j < s; j++) o[j] = ((gr[j] - af) - ((xr[j] - mu) * r) * cf) * sc;
+        }
+    }
+}
+
 /* planes lo..hi of x (planes, h, w); values/indices (planes, h / kh, w / kw) */
 void pool_fwd_{S}({T} *val, int64_t *idx, const {T} *x, int64_t h, int64_t w, int64_t kh,
                   int64_t kw, int64_t lo, int64_t hi) {
@@ -187,6 +288,8 @@ _P, _I, _D = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
 _SIGNATURES = {
     "ln_fwd": ([_P] * 6 + [_I, _D, _I, _I], None),
     "ln_bwd": ([_P] * 8 + [_I] * 5, None),
+    "bn_fwd": ([_P] * 7 + [_I] * 3 + [_D, _I, _I], None),
+    "bn_bwd": ([_P] * 7 + [_I] * 5, None),
     "pool_fwd": ([_P] * 3 + [_I] * 6, None),
     "pool_bwd": ([_P] * 3 + [_I] * 4, _I),
 }
@@ -203,7 +306,8 @@ def function(name: str, dtype: np.dtype) -> Any:
     if _funcs is None:
         with _lock:
             if _funcs is None:
-                _funcs = cfused.typed(SOURCE, "layer_norm and max_pool2d", _SIGNATURES)
+                _funcs = cfused.typed(SOURCE, "layer_norm, batch_norm and max_pool2d",
+                                      _SIGNATURES)
     return _funcs.get((name, dtype))
 
 
@@ -272,6 +376,41 @@ def layer_norm_backward(out: np.ndarray, g: np.ndarray, x: np.ndarray, mean: np.
     if params:  # the blocks' sums, in block order
         np.copyto(out[m], np.add.reduce(pw, axis=0), casting="unsafe")
         np.copyto(out[m + 1], np.add.reduce(pb, axis=0), casting="unsafe")
+    return True
+
+
+def batch_norm(out: np.ndarray, mean: np.ndarray, var: np.ndarray, rstd: np.ndarray,
+               x: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None,
+               eps: float) -> bool:
+    """batch_norm as ``norm_kernels.batch_norm`` takes it, in C, the channels
+    spread over the threads (each channel's sums its own: the same bits on any
+    number); False (nothing written) where the operands do not fit the loop."""
+    dt = x.dtype
+    fn = function("bn_fwd", dt) if dt in _TYPES else None
+    if fn is None or not out.flags.writeable or \
+            not _fits(dt, out, mean, var, rstd, x, weight, bias):
+        return False
+    n, c, s = x.shape
+    args = (_ptr(out), _ptr(mean), _ptr(var), _ptr(rstd), _ptr(x), _ptr(weight), _ptr(bias),
+            n, c, s, float(eps))
+    _split(c, x.size, lambda lo, hi: fn(*args, lo, hi))
+    return True
+
+
+def batch_norm_backward(dx: np.ndarray, sums: np.ndarray, g: np.ndarray, x: np.ndarray,
+                        mean: np.ndarray, rstd: np.ndarray, weight: np.ndarray | None) -> bool:
+    """batch_norm_backward as ``norm_kernels.batch_norm_backward`` takes it, in C,
+    the channels spread over the threads; False (nothing written) where the
+    operands do not fit the loop."""
+    dt = x.dtype
+    fn = function("bn_bwd", dt) if dt in _TYPES else None
+    if fn is None or not (sums.flags.writeable and dx.flags.writeable) or \
+            not _fits(dt, dx, sums, g, x, mean, rstd, weight):
+        return False
+    n, c, s = x.shape
+    args = (_ptr(dx), _ptr(sums), _ptr(g), _ptr(x), _ptr(mean), _ptr(rstd), _ptr(weight),
+            n, c, s)
+    _split(c, x.size, lambda lo, hi: fn(*args, lo, hi))
     return True
 
 

@@ -3,7 +3,7 @@
 Most kernels are the NumPy-API table shared with other array-module backends
 (``rtxcore.dispatch.xp``); here are what is particular to the CPU: allocation
 from the buffer pool, zero-copy transfers, random numbers and a faster
-scatter_add; erf and gelu (``erf_kernels``), layer_norm (``norm_kernels``),
+scatter_add; erf and gelu (``erf_kernels``), layer_norm and batch_norm (``norm_kernels``),
 convolution (``conv_kernels``) and pooling (``window_kernels``) have modules of
 their own. Views arrive as ndarrays already broadcast and promoted; each kernel
 writes into ``out``."""
@@ -20,7 +20,7 @@ from rtxcore.dispatch import xp
 from . import blas, memory, parallel, rnn_kernels
 from .conv_kernels import KERNELS as _CONV_KERNELS
 from .erf_kernels import erf, gelu, gelu_backward
-from .norm_kernels import layer_norm, layer_norm_backward
+from .norm_kernels import batch_norm, batch_norm_backward, layer_norm, layer_norm_backward
 from .pow_kernels import pow_kernel
 from .softmax_kernels import log_softmax, log_softmax_backward, softmax, softmax_backward
 from .window_kernels import max_pool2d_tiled, max_pool2d_tiled_backward
@@ -164,7 +164,8 @@ KERNELS.update({
     "uniform": uniform, "normal": normal, "erf": erf, "scatter_add": scatter_add,
     "pow": pow_kernel(KERNELS["pow"]),  # small and negative-base exponents (pow_kernels)
     "gelu": gelu, "gelu_backward": gelu_backward, "layer_norm": layer_norm,
-    "layer_norm_backward": layer_norm_backward,
+    "layer_norm_backward": layer_norm_backward, "batch_norm": batch_norm,
+    "batch_norm_backward": batch_norm_backward,
     "softmax": softmax, "log_softmax": log_softmax, "softmax_backward": softmax_backward,
     "log_softmax_backward": log_softmax_backward,
     "max_pool2d_tiled": max_pool2d_tiled, "max_pool2d_tiled_backward": max_pool2d_tiled_backward,

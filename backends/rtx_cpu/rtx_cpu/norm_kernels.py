@@ -1,7 +1,10 @@
-"""layer_norm and its backward on NumPy, in blocks of whole rows over the backend's threads.
+"""layer_norm and batch_norm, and their backwards: C loops (``ckernels``) where
+they can run, else NumPy forms (layer_norm's in blocks of whole rows over the
+backend's threads).
 
-rtx_cpu's kernels for the ``layer_norm`` and ``layer_norm_backward`` composites
-(``kernels.KERNELS`` lists them); the threads are ``fused``'s pool.
+rtx_cpu's kernels for the ``layer_norm``, ``layer_norm_backward``, ``batch_norm``
+and ``batch_norm_backward`` composites (``kernels.KERNELS`` lists them); the
+threads are ``fused``'s pool.
 """
 
 from __future__ import annotations
@@ -312,3 +315,53 @@ def layer_norm_backward(out: np.ndarray, g: np.ndarray, x: np.ndarray, mean: np.
                 np.add.reduce(p, axis=0, out=row)
             else:
                 np.copyto(row, np.add.reduce(p, axis=0), casting="unsafe")
+
+
+# -- batch_norm (training: the batch's statistics) and its backward: one C loop
+# over channels (``ckernels``) where it can, else these whole-array NumPy forms,
+# computed in x's dtype (float16 in float32) and rounded once into each output.
+
+def _wide(a: np.ndarray | None) -> np.ndarray | None:
+    return a if a is None or a.dtype != np.float16 else a.astype(np.float32)
+
+
+def batch_norm(out: np.ndarray, mean: np.ndarray, var: np.ndarray, rstd: np.ndarray,
+               x: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None,
+               eps: float) -> None:
+    """Per channel of x (N, C, S) over N and S: mean, biased variance, rstd (C,)
+    and out = (x - mean) * (rstd * weight) + bias."""
+    if ckernels.batch_norm(out, mean, var, rstd, x, weight, bias, eps):
+        return
+    xw, w, b = _wide(x), _wide(weight), _wide(bias)
+    count = x.shape[0] * x.shape[2]
+    mu = np.add.reduce(xw, axis=(0, 2)) / xw.dtype.type(count)
+    xc = xw - mu[:, None]
+    v = np.add.reduce(xc * xc, axis=(0, 2)) / xw.dtype.type(count)
+    r = np.reciprocal(np.sqrt(v + xw.dtype.type(eps)))
+    sc = r if w is None else r * w
+    xc *= sc[:, None]
+    if b is not None:
+        xc += b[:, None]
+    for o, a in ((out, xc), (mean, mu), (var, v), (rstd, r)):
+        np.copyto(o, a, casting="unsafe")
+
+
+def batch_norm_backward(dx: np.ndarray, sums: np.ndarray, g: np.ndarray, x: np.ndarray,
+                        mean: np.ndarray, rstd: np.ndarray, weight: np.ndarray | None) -> None:
+    """sums (2, C) = the sums over N and S of g * xhat and of g; dx = (g - mean(g) - xhat * mean(g * xhat)) * rstd * weight, with xhat =
+    (x - mean) * rstd and the means per channel."""
+    if ckernels.batch_norm_backward(dx, sums, g, x, mean, rstd, weight):
+        return
+    gw, xw, mu, r, w = _wide(g), _wide(x), _wide(mean), _wide(rstd), _wide(weight)
+    count = xw.dtype.type(x.shape[0] * x.shape[2])
+    xhat = (xw - mu[:, None]) * r[:, None]
+    a = np.add.reduce(gw, axis=(0, 2))
+    gx = np.add.reduce(gw * xhat, axis=(0, 2))
+    np.copyto(sums[0], gx, casting="unsafe")
+    np.copyto(sums[1], a, casting="unsafe")
+    sc = r if w is None else r * w
+    xhat *= (gx / count)[:, None]
+    d = gw - (a / count)[:, None]
+    d -= xhat
+    d *= sc[:, None]
+    np.copyto(dx, d, casting="unsafe")

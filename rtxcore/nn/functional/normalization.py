@@ -177,6 +177,17 @@ class _LayerNorm(Function):
         return dx.reshape(shape), dw, db, None, None
 
 
+def _channels(t: Tensor) -> Tensor:
+    """``t`` (N, C, ...) as a contiguous (N, C, S) tensor (a view where it is contiguous)."""
+    n, c = t._shape[:2]
+    return t.contiguous().reshape(n, c, t.numel() // max(n * c, 1))
+
+
+def _param(t: Tensor | None) -> Any:
+    """A (C,) parameter's contiguous native view, or None."""
+    return None if t is None else view_of(t.contiguous())
+
+
 class NativeBatchNorm(Function):
     """Training-mode batch_norm as one node: the batch statistics per channel (dim
     1), then ``y = (x - mean) * (w * rstd) + b``; the backward the closed form
@@ -189,14 +200,28 @@ class NativeBatchNorm(Function):
     @staticmethod
     def forward(ctx: Any, input: Tensor, weight: Tensor | None, bias: Tensor | None,
                 eps: float) -> Any:
-        dims = (0,) + tuple(range(2, input.ndim))
-        mean, xc, var = _moments(input, dims)
-        rstd = E.rsqrt(var + eps)
-        bshape = mean._shape
-        scale = rstd if weight is None else rstd * weight.reshape(bshape)
-        y = xc * scale
-        if bias is not None:
-            y = y.add_(bias.reshape(bshape))
+        dev, dt = input._device, input._dtype
+        kern = own_kernel(dev, "batch_norm", dt)
+        if kern is not None and input.numel():
+            # the backend's kernel: input as (N, C, S), one pass per channel
+            x3 = _channels(input)
+            n, c, _ = x3._shape
+            bshape = (1, c) + (1,) * (input.ndim - 2)
+            out = empty(x3._shape, dt, dev)
+            mean, var, rstd = (empty((c,), dt, dev) for _ in range(3))
+            kern(out._h, mean._h, var._h, rstd._h, view_of(x3), _param(weight), _param(bias),
+                 eps)
+            y = out.reshape(input._shape)
+            mean, var, rstd = mean.reshape(bshape), var.reshape(bshape), rstd.reshape(bshape)
+        else:
+            dims = (0,) + tuple(range(2, input.ndim))
+            mean, xc, var = _moments(input, dims)
+            rstd = E.rsqrt(var + eps)
+            bshape = mean._shape
+            scale = rstd if weight is None else rstd * weight.reshape(bshape)
+            y = xc * scale
+            if bias is not None:
+                y = y.add_(bias.reshape(bshape))
         ctx.save_for_backward(input, weight, mean, rstd)
         ctx.mark_non_differentiable(mean, var)
         ctx.set_materialize_grads(False)  # (no zeros made for the statistics' gradients)
@@ -211,6 +236,20 @@ class NativeBatchNorm(Function):
         needs = ctx.needs_input_grad
         dims = (0,) + tuple(range(2, input.ndim))
         c = input._shape[1]
+        kern = None
+        if not _state.enabled and g.numel() and g._dtype is input._dtype:
+            # (create_graph: the composite below)
+            kern = own_kernel(input._device, "batch_norm_backward", input._dtype)
+        if kern is not None:
+            x3 = _channels(input)
+            g3 = _channels(g)
+            dx = empty(x3._shape, x3._dtype, x3._device)
+            sums = empty((2, c), x3._dtype, x3._device)
+            kern(dx._h, sums._h, view_of(g3), view_of(x3), view_of(mean.reshape(c)),
+                 view_of(rstd.reshape(c)), _param(weight))
+            dw = sums[0].reshape(weight._shape) if weight is not None and needs[1] else None
+            db = sums[1].reshape(ctx._in[2][0]) if ctx._in[2] is not None and needs[2] else None
+            return (dx.reshape(input._shape) if needs[0] else None), dw, db, None
         if _state.enabled:  # create_graph: the statistics as recorded ops of the input
             mean, xc, var = _moments(input, dims)
             rstd = E.rsqrt(var + eps)
