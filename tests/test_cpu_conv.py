@@ -145,6 +145,8 @@ CASES = [
     ((2, 8, 10, 9), (16, 4, 4), (2, 2), (1, 1, 1, 1), (1, 1)),  # col2im channels-last
     ((3, 9, 11, 10), (5, 3, 2), (2, 1), (0, 2, 1, 0), (2, 3)),  # ... asymmetric, dilated
     ((2, 8, 6, 7), (20, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),  # ... at stride 1 (OC > 2C)
+    ((3, 5, 4, 4), (6, 4, 4), (1, 1), (0, 0, 0, 0), (1, 1)),  # one output position the
+    ((2, 3, 4, 4), (5, 4, 4), (2, 2), (0, 0, 0, 0), (1, 1)),  # kernel covers: one product
 ]
 
 
@@ -356,3 +358,32 @@ def test_outputs_of_any_layout(monkeypatch, fwd, dxk, chunk):
     rdx, rdw = ref_grads(x, w, g, stride, pads, dil)
     close(dx, rdx, np.float32, "input grad")
     close(dwt, rdw, np.float32, "weight grad")
+
+
+def test_one_output_position_is_one_product_with_the_same_bits_on_any_thread_count():
+    """DCGAN's first ConvTranspose2d (1x1 latent -> 4x4) is the input gradient of a
+    conv whose one output position the kernel covers: one product g @ W, split
+    over the threads by its shape alone (so the same bits on 1, 2 and 4)."""
+    rng = np.random.default_rng(11)
+    n, oc, c = 64, 100, 128  # (64, 100) @ (100, 2048): 13M multiply-adds, split
+    g = rng.standard_normal((n, oc, 1, 1)).astype(np.float32)
+    w = (rng.standard_normal((oc, c, 4, 4)) / 20).astype(np.float32)
+    old = rc.get_num_threads()
+    got = {}
+    try:
+        for t in (1, 2, 4):
+            rc.set_num_threads(t)
+            dx = np.empty((n, c, 4, 4), np.float32)
+            K.conv2d_input_grad(dx, g, w, (1, 1), (0, 0, 0, 0), (1, 1))
+            got[t] = dx
+    finally:
+        rc.set_num_threads(old)
+    for t in (2, 4):
+        np.testing.assert_array_equal(got[1], got[t])
+    want = (g.reshape(n, oc).astype(np.float64) @ w.reshape(oc, -1)).reshape(n, c, 4, 4)
+    close(got[1], want, np.float32, "input grad")
+    if torch is not None:
+        y = torch.nn.functional.conv_transpose2d(torch.from_numpy(g), torch.from_numpy(w))
+        np.testing.assert_allclose(
+            F.conv_transpose2d(rc.tensor(g), rc.tensor(w)).numpy(), y.numpy(), rtol=1e-5,
+            atol=1e-5)
