@@ -1,4 +1,5 @@
-"""softmax and log_softmax with their backwards on NumPy, in blocks of whole rows over threads.
+"""softmax and log_softmax with their backwards, in blocks of whole rows over threads:
+C loops around NumPy's exp and log where a compiler is at hand, else NumPy steps.
 
 rtx_cpu's kernels for the ``softmax``/``log_softmax`` primitives and the
 ``softmax_backward``/``log_softmax_backward`` composites (``kernels.KERNELS``
@@ -7,6 +8,8 @@ lists them). cross_entropy's forward is log_softmax's kernel.
 
 from __future__ import annotations
 
+import ctypes
+import threading
 import warnings
 from typing import Any
 
@@ -14,6 +17,7 @@ import numpy as np
 
 from rtxcore.dispatch import xp
 
+from . import cfused
 from .norm_kernels import split
 
 # -- the blocks: along the last axis of float32/float64 rows whose elements are
@@ -146,7 +150,225 @@ def _log_softmax_step(o: np.ndarray, ins: list[np.ndarray], s: np.ndarray,
         np.subtract(o, s[:, None], out=o)
 
 
+# -- the same steps with the per-row work in C: where a C compiler is at hand, a
+# block's row maxima and x - max, its row sums and the last step are C loops, and
+# exp (and log_softmax's log of the sums) stay NumPy's calls on the whole block.
+# The sums are NumPy's own pairwise summation (``np.add.reduce`` along a
+# contiguous row: 8 partial sums up to 128 elements, halves above, added to the
+# reduction's identity 0) and every other step is one IEEE operation in the same
+# order, so the bits are the NumPy steps'. What changes is the per-row cost: on
+# attention's rows of 32-64 elements NumPy's reductions and (k, 1) broadcasts
+# spend most of their time per row (GPT's (16, 4, 64, 64) softmax: 480 us).
+
+_C_TEMPLATE = r"""
+#define PAIRWISE(NAME, T, TERM)                                                    \
+static T NAME(const T *a, const T *b, int64_t n) {                                 \
+    (void)b;                                                                       \
+    if (n < 8) {                                                                   \
+        T res = 0;                                                                 \
+        for (int64_t i = 0; i < n; i++) res += TERM(i);                            \
+        return res;                                                                \
+    }                                                                              \
+    if (n <= 128) {                                                                \
+        T r[8];                                                                    \
+        int64_t i;                                                                 \
+        for (int k = 0; k < 8; k++) r[k] = TERM(k);                                \
+        for (i = 8; i < n - (n % 8); i += 8)                                       \
+            for (int k = 0; k < 8; k++) r[k] += TERM(i + k);                       \
+        T res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7])); \
+        for (; i < n; i++) res += TERM(i);                                         \
+        return res;                                                                \
+    }                                                                              \
+    int64_t n2 = n / 2;                                                            \
+    n2 -= n2 % 8;                                                                  \
+    return NAME(a, b, n2) + NAME(a + n2, b + n2, n - n2);                          \
+}
+#define A_TERM(i) a[i]
+#define AB_TERM(i) (a[i] * b[i])
+PAIRWISE(pw_{S}, {T}, A_TERM)
+PAIRWISE(pwp_{S}, {T}, AB_TERM)
+
+typedef {T} vf_{S} __attribute__((vector_size(64)));
+typedef {I} vi_{S} __attribute__((vector_size(64)));
+#define VL_{S} ((int64_t)(64 / sizeof({T})))
+
+/* rows lo..hi: s[i] = the row's maximum (nan where it has one), o = x - s[i] */
+void sm_shift_{S}({T} *o, {T} *s, const {T} *x, int64_t n, int64_t ldo, int64_t ldx,
+                  int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; i++) {
+        const {T} *xr = x + i * ldx;
+        {T} *orow = o + i * ldo;
+        {T} m = xr[0];
+        int nan = m != m;
+        int64_t j = 1;
+        if (n >= 2 * VL_{S}) {  /* a vector of running maxima, one of nan flags */
+            vf_{S} acc, v;
+            memcpy(&acc, xr, sizeof acc);
+            vi_{S} bad = acc != acc;
+            for (j = VL_{S}; j + VL_{S} <= n; j += VL_{S}) {
+                memcpy(&v, xr + j, sizeof v);
+                vi_{S} up = v > acc;
+                acc = (vf_{S})(((vi_{S})v & up) | ((vi_{S})acc & ~up));
+                bad |= v != v;
+            }
+            for (int l = 0; l < VL_{S}; l++) {
+                m = acc[l] > m ? acc[l] : m;
+                nan |= bad[l] != 0;
+            }
+        }
+        for (; j < n; j++) {
+            {T} v = xr[j];
+            m = v > m ? v : m;
+            nan |= v != v;
+        }
+        if (nan)  /* the maximum is nan: the row's first */
+            for (j = 0; j < n; j++)
+                if (xr[j] != xr[j]) { m = xr[j]; break; }
+        s[i] = m;
+        for (int64_t j = 0; j < n; j++) orow[j] = xr[j] - m;
+    }
+}
+
+/* rows lo..hi: s[i] = 0 + the pairwise sum of a's row */
+void sm_sums_{S}({T} *s, const {T} *a, int64_t n, int64_t lda, int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; i++) s[i] = ({T})0 + pw_{S}(a + i * lda, 0, n);
+}
+
+/* rows lo..hi: o = o / s[i] (div) or o - s[i] */
+void sm_finish_{S}({T} *o, const {T} *s, int64_t n, int64_t ldo, int64_t lo, int64_t hi,
+                   int64_t div) {
+    for (int64_t i = lo; i < hi; i++) {
+        {T} *orow = o + i * ldo;
+        {T} v = s[i];
+        if (div)
+            for (int64_t j = 0; j < n; j++) orow[j] = orow[j] / v;
+        else
+            for (int64_t j = 0; j < n; j++) orow[j] = orow[j] - v;
+    }
+}
+
+/* softmax's backward, rows lo..hi: o = (g - sum(g * y)) * y */
+void smb_{S}({T} *o, const {T} *g, const {T} *y, int64_t n, int64_t ldo, int64_t ldg,
+             int64_t ldy, int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; i++) {
+        const {T} *gr = g + i * ldg, *yr = y + i * ldy;
+        {T} *orow = o + i * ldo;
+        {T} s = ({T})0 + pwp_{S}(gr, yr, n);
+        for (int64_t j = 0; j < n; j++) orow[j] = (gr[j] - s) * yr[j];
+    }
+}
+
+/* log_softmax's backward, rows lo..hi, o holding exp(y): o = g - o * s[i] */
+void lsmb_{S}({T} *o, const {T} *g, const {T} *s, int64_t n, int64_t ldo, int64_t ldg,
+              int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; i++) {
+        const {T} *gr = g + i * ldg;
+        {T} *orow = o + i * ldo;
+        {T} v = s[i];
+        for (int64_t j = 0; j < n; j++) orow[j] = gr[j] - orow[j] * v;
+    }
+}
+"""
+
+_C_SOURCE = "#include <stdint.h>\n#include <string.h>\n" + "".join(
+    _C_TEMPLATE.replace("{S}", sfx).replace("{T}", t).replace("{I}", f"int{t == 'double' and 64 or 32}_t")
+    for sfx, t in cfused.FLOAT_TYPES.values())
+_P, _I = ctypes.c_void_p, ctypes.c_int64
+_C_SIGNATURES = {
+    "sm_shift": ([_P] * 3 + [_I] * 5, None),
+    "sm_sums": ([_P] * 2 + [_I] * 4, None),
+    "sm_finish": ([_P] * 2 + [_I] * 5, None),
+    "smb": ([_P] * 3 + [_I] * 6, None),
+    "lsmb": ([_P] * 3 + [_I] * 5, None),
+}
+_c_funcs: dict[tuple[str, np.dtype], Any] | None = None
+_c_lock = threading.Lock()
+
+
+def _c(name: str, dtype: np.dtype) -> Any:
+    """The C loop ``name`` for ``dtype`` (float32 / float64), or None (no compiler)."""
+    global _c_funcs
+    if _c_funcs is None:
+        with _c_lock:
+            if _c_funcs is None:
+                _c_funcs = cfused.typed(_C_SOURCE, "softmax's row loops", _C_SIGNATURES)
+    return _c_funcs.get((name, dtype))
+
+
+def reset() -> None:
+    """Forget the loaded loops (the next call looks for a compiler again)."""
+    global _c_funcs
+    with _c_lock:
+        _c_funcs = None
+
+
+def _ld(a: np.ndarray) -> int:
+    """A (k, N) row view's row stride in elements."""
+    return a.strides[0] // a.itemsize
+
+
+def _ptr(a: np.ndarray) -> int:
+    return a.ctypes.data if a.size else 0
+
+
+def _softmax_step_c(o: np.ndarray, ins: list[np.ndarray], s: np.ndarray, t: list[np.ndarray],
+                    bufs: _small_buffers) -> None:
+    x, = ins
+    k, n = o.shape
+    dt = o.dtype
+    _c("sm_shift", dt)(_ptr(o), _ptr(s), _ptr(x), n, _ld(o), _ld(x), 0, k)
+    np.exp(o, out=o)
+    _c("sm_sums", dt)(_ptr(s), _ptr(o), n, _ld(o), 0, k)
+    _c("sm_finish", dt)(_ptr(o), _ptr(s), n, _ld(o), 0, k, 1)
+
+
+def _log_softmax_step_c(o: np.ndarray, ins: list[np.ndarray], s: np.ndarray,
+                        t: list[np.ndarray], bufs: _small_buffers) -> None:
+    x, = ins
+    e, = t
+    k, n = o.shape
+    dt = o.dtype
+    _c("sm_shift", dt)(_ptr(o), _ptr(s), _ptr(x), n, _ld(o), _ld(x), 0, k)
+    np.exp(o, out=e)
+    _c("sm_sums", dt)(_ptr(s), _ptr(e), n, _ld(e), 0, k)
+    np.log(s, out=s)
+    _c("sm_finish", dt)(_ptr(o), _ptr(s), n, _ld(o), 0, k, 0)
+
+
+def _softmax_backward_step_c(o: np.ndarray, ins: list[np.ndarray], s: np.ndarray,
+                             t: list[np.ndarray], bufs: _small_buffers) -> None:
+    g, y = ins
+    k, n = o.shape
+    _c("smb", o.dtype)(_ptr(o), _ptr(g), _ptr(y), n, _ld(o), _ld(g), _ld(y), 0, k)
+
+
+def _log_softmax_backward_step_c(o: np.ndarray, ins: list[np.ndarray], s: np.ndarray,
+                                 t: list[np.ndarray], bufs: _small_buffers) -> None:
+    g, y = ins
+    k, n = o.shape
+    dt = o.dtype
+    _c("sm_sums", dt)(_ptr(s), _ptr(g), n, _ld(g), 0, k)
+    np.exp(y, out=o)
+    _c("lsmb", dt)(_ptr(o), _ptr(g), _ptr(s), n, _ld(o), _ld(g), 0, k)
+
+
+def _rows_c(out: np.ndarray, axis: int, *xs: np.ndarray) -> list[np.ndarray] | None:
+    """The (M, N) row views for the C steps (any size: one block where small), or
+    None: no compiler, or not rows of float32/float64 along the last axis."""
+    if out.size == 0:
+        return None
+    v = _blocked(out, axis, *xs)
+    if v is None or any(a.ctypes.data % a.itemsize for a in v) or \
+            _c("sm_shift", out.dtype) is None:  # (aligned elements, a compiler)
+        return None
+    return v
+
+
 def softmax(out: np.ndarray, x: np.ndarray, axis: int) -> None:
+    v = _rows_c(out, axis, x)
+    if v is not None:
+        _run_rows(v[0], v[1:], _softmax_step_c, 0)
+        return
     v = _blocked(out, axis, x) if out.size > _SM_SMALL else None
     if v is None:
         _XP["softmax"](out, x, axis)
@@ -155,6 +377,10 @@ def softmax(out: np.ndarray, x: np.ndarray, axis: int) -> None:
 
 
 def log_softmax(out: np.ndarray, x: np.ndarray, axis: int) -> None:
+    v = _rows_c(out, axis, x)
+    if v is not None:
+        _run_rows(v[0], v[1:], _log_softmax_step_c, 1)
+        return
     v = _blocked(out, axis, x) if out.size > _SM_SMALL else None
     if v is None:
         _XP["log_softmax"](out, x, axis)
@@ -195,6 +421,10 @@ def _row_sums(a: np.ndarray, axis: int) -> np.ndarray:
 
 
 def softmax_backward(out: np.ndarray, g: np.ndarray, y: np.ndarray, axis: int) -> None:
+    v = _rows_c(out, axis, g, y)
+    if v is not None:
+        _run_rows(v[0], v[1:], _softmax_backward_step_c, 0)
+        return
     v = _blocked(out, axis, g, y) if out.size > _SM_SMALL else None
     if v is not None:
         _run_rows(v[0], v[1:], _softmax_backward_step, 0)
@@ -205,6 +435,10 @@ def softmax_backward(out: np.ndarray, g: np.ndarray, y: np.ndarray, axis: int) -
 
 
 def log_softmax_backward(out: np.ndarray, g: np.ndarray, y: np.ndarray, axis: int) -> None:
+    v = _rows_c(out, axis, g, y)
+    if v is not None:
+        _run_rows(v[0], v[1:], _log_softmax_backward_step_c, 0)
+        return
     v = _blocked(out, axis, g, y) if out.size > _SM_SMALL else None
     if v is not None:
         _run_rows(v[0], v[1:], _log_softmax_backward_step, 0)
