@@ -298,6 +298,33 @@ def typed(src: str, what: str, signatures: dict[str, tuple[list[Any], Any]]
     return {} if lib is None else typed_functions(lib, signatures)
 
 
+class TypedLoops:
+    """A module's fixed C loops, compiled on first use (``typed``): called as
+    ``loops(name, dtype)``, the function ``<name>_f32``/``<name>_f64`` or None
+    (no compiler, or the compile failed). ``source`` is the text, or a function
+    making it. ``reset()`` forgets them: the next call looks for a compiler again."""
+
+    def __init__(self, source: str | Callable[[], str], what: str,
+                 signatures: dict[str, tuple[list[Any], Any]]) -> None:
+        self._source, self._what, self._signatures = source, what, signatures
+        self._funcs: dict[tuple[str, np.dtype], Any] | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self, name: str, dtype: np.dtype) -> Any:
+        funcs = self._funcs
+        if funcs is None:
+            with self._lock:
+                if self._funcs is None:
+                    src = self._source if isinstance(self._source, str) else self._source()
+                    self._funcs = typed(src, self._what, self._signatures)
+                funcs = self._funcs
+        return funcs.get((name, dtype))
+
+    def reset(self) -> None:
+        with self._lock:
+            self._funcs = None
+
+
 def runner(program: dict[str, Any], threads: Callable[[], int], pool: Callable[[], Any],
            parallel_min: int) -> Callable[..., None] | None:
     """A runner ``(outs, ins)`` of ``program`` as compiled C, or None (NumPy's)."""

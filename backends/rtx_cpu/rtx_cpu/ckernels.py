@@ -41,7 +41,6 @@ Only ints, pointers and a double (eps) cross into C; the source is fixed text.
 from __future__ import annotations
 
 import ctypes
-import threading
 from typing import Any, Callable
 
 import numpy as np
@@ -293,29 +292,21 @@ _SIGNATURES = {
     "pool_fwd": ([_P] * 3 + [_I] * 6, None),
     "pool_bwd": ([_P] * 3 + [_I] * 4, _I),
 }
-_funcs: dict[tuple[str, np.dtype], Any] | None = None
-_lock = threading.Lock()
-
-PARALLEL_MIN = 1 << 18  # elements: a smaller input runs on the calling thread alone
-LN_BLOCK = 1 << 19  # elements of a backward block (its rows: the parameters' partial sums)
+_LOOPS = cfused.TypedLoops(SOURCE, "layer_norm, batch_norm and max_pool2d", _SIGNATURES)
 
 
 def function(name: str, dtype: np.dtype) -> Any:
     """The C function ``name`` for ``dtype`` (float32 / float64), or None."""
-    global _funcs
-    if _funcs is None:
-        with _lock:
-            if _funcs is None:
-                _funcs = cfused.typed(SOURCE, "layer_norm, batch_norm and max_pool2d",
-                                      _SIGNATURES)
-    return _funcs.get((name, dtype))
+    return _LOOPS(name, dtype)
 
 
 def reset() -> None:
     """Forget the loaded functions (the next call looks for a compiler again)."""
-    global _funcs
-    with _lock:
-        _funcs = None
+    _LOOPS.reset()
+
+
+PARALLEL_MIN = 1 << 18  # elements: a smaller input runs on the calling thread alone
+LN_BLOCK = 1 << 19  # elements of a backward block (its rows: the parameters' partial sums)
 
 
 def _fits(dt: np.dtype, *arrays: np.ndarray | None) -> bool:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import ctypes
 import warnings
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
@@ -117,16 +117,11 @@ _SIGNATURES = {
     "lstm_back": ([_P, _I, _P, _I, _P, _I, _P, _I, _P, _I, _P, _I, _I, _P, _I, _I, _I], None),
 }
 
-_funcs: dict[tuple[str, np.dtype], Any] | None = None
-
-
-def _function(name: str, dtype: np.dtype) -> Any:
-    global _funcs
-    if _funcs is None:  # (compiled once: cfused.library keeps the library)
-        src = _HEADER + "".join(_TEMPLATE.replace("{S}", s).replace("{T}", t)
-                                for s, t in cfused.FLOAT_TYPES.values())
-        _funcs = cfused.typed(src, "the LSTM cell", _SIGNATURES)
-    return _funcs.get((name, dtype))
+# (compiled once: cfused.library keeps the library)
+_function = cfused.TypedLoops(
+    lambda: _HEADER + "".join(_TEMPLATE.replace("{S}", s).replace("{T}", t)
+                              for s, t in cfused.FLOAT_TYPES.values()),
+    "the LSTM cell", _SIGNATURES)
 
 
 def _rows(a: np.ndarray | None, dt: np.dtype) -> int | None:

@@ -9,7 +9,6 @@ lists them). cross_entropy's forward is log_softmax's kernel.
 from __future__ import annotations
 
 import ctypes
-import threading
 import warnings
 from typing import Any
 
@@ -281,25 +280,9 @@ _C_SIGNATURES = {
     "smb": ([_P] * 3 + [_I] * 6, None),
     "lsmb": ([_P] * 3 + [_I] * 5, None),
 }
-_c_funcs: dict[tuple[str, np.dtype], Any] | None = None
-_c_lock = threading.Lock()
-
-
-def _c(name: str, dtype: np.dtype) -> Any:
-    """The C loop ``name`` for ``dtype`` (float32 / float64), or None (no compiler)."""
-    global _c_funcs
-    if _c_funcs is None:
-        with _c_lock:
-            if _c_funcs is None:
-                _c_funcs = cfused.typed(_C_SOURCE, "softmax's row loops", _C_SIGNATURES)
-    return _c_funcs.get((name, dtype))
-
-
-def reset() -> None:
-    """Forget the loaded loops (the next call looks for a compiler again)."""
-    global _c_funcs
-    with _c_lock:
-        _c_funcs = None
+# (the C loop ``name`` for a dtype, float32 / float64, or None: no compiler)
+_c = cfused.TypedLoops(_C_SOURCE, "softmax's row loops", _C_SIGNATURES)
+reset = _c.reset  # (forget the loops: the next call looks for a compiler again)
 
 
 def _ld(a: np.ndarray) -> int:
