@@ -223,3 +223,22 @@ def test_the_decomposition_of_a_traced_kernel_matches_numpy():
                                      rc.tensor(w))
     np.testing.assert_allclose(dx.numpy(), rdx, atol=2e-5)
     np.testing.assert_allclose(sums.numpy(), np.stack([rdw, rdb]), atol=5e-5)
+
+
+@pytest.mark.parametrize("shape", [(0, 3, 4), (2, 3, 0)])
+def test_an_empty_batch_gives_what_numpy_gives(shape):
+    """No elements per channel: the C loops decline (their rstd would be nan), the
+    NumPy forms and the decomposition give sums of nothing, 0."""
+    from rtxcore.jit.decompose import DECOMPOSE
+
+    x = np.zeros(shape, np.float32)
+    assert not ckernels.batch_norm(np.empty_like(x), *(np.empty(3, np.float32) for _ in range(3)),
+                                   x, None, None, 1e-5)
+    dx, sums = np.empty_like(x), np.full((2, 3), 7.0, np.float32)
+    mean, rstd = np.zeros(3, np.float32), np.ones(3, np.float32)
+    norm_kernels.batch_norm_backward(dx, sums, x, x, mean, rstd, None)
+    np.testing.assert_array_equal(sums, 0)
+    t = rc.tensor(x)
+    dxt, st = rc.empty(shape), rc.full((2, 3), 7.0)
+    DECOMPOSE["batch_norm_backward"](dxt, st, t, t, rc.tensor(mean), rc.tensor(rstd), None)
+    np.testing.assert_array_equal(st.numpy(), 0)

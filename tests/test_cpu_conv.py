@@ -389,3 +389,17 @@ def test_one_output_position_is_one_product_with_the_same_bits_on_any_thread_cou
         np.testing.assert_allclose(
             F.conv_transpose2d(rc.tensor(g), rc.tensor(w)).numpy(), y.numpy(), rtol=1e-5,
             atol=1e-5)
+
+
+def test_weight_grad_of_few_rows_into_a_strided_output():
+    """The per-image products' sum (few rows of cols, 256+ positions) written
+    through a channels-last dweight's strides, not into a temporary."""
+    case = ((2, 2, 16, 16), (8, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1))  # k = 18, p = 256
+    x, w, b, g = _data(case, np.float32, seed=12)
+    _, _, stride, pads, dil = case
+    out, cols, _, _ = run_kernels(x, w, b, g, stride, pads, dil)
+    assert cols.shape[0] < K._WGRAD_MIN_K and out.shape[2] * out.shape[3] >= K._WGRAD_BATCHED_MIN_P
+    dwt = np.zeros((3, 3, 2, 8), np.float32).transpose(3, 2, 0, 1)
+    K.conv2d_weight_grad(dwt, g, cols)
+    _, rdw = ref_grads(x, w, g, stride, pads, dil)
+    close(dwt, rdw, np.float32, "weight grad")

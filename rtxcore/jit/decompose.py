@@ -111,7 +111,7 @@ def _batch_norm(out: Tensor, mean: Tensor, var: Tensor, rstd: Tensor, x: Tensor,
 
 def _batch_norm_backward(dx: Tensor, sums: Tensor, g: Tensor, x: Tensor, mean: Tensor,
                          rstd: Tensor, weight: Tensor | None) -> None:
-    count = x.shape[0] * x.shape[2]
+    count = max(x.shape[0] * x.shape[2], 1)  # (an empty batch: sums of nothing, 0)
     r = rstd.reshape(1, -1, 1)
     xhat = (x - mean.reshape(1, -1, 1)) * r
     a = g.sum((0, 2), keepdim=True)

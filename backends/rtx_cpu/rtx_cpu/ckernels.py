@@ -379,7 +379,7 @@ def batch_norm(out: np.ndarray, mean: np.ndarray, var: np.ndarray, rstd: np.ndar
     dt = x.dtype
     fn = function("bn_fwd", dt) if dt in _TYPES else None
     if fn is None or not out.flags.writeable or \
-            not _fits(dt, out, mean, var, rstd, x, weight, bias) or x.ndim != 3 or \
+            not _fits(dt, out, mean, var, rstd, x, weight, bias) or x.ndim != 3 or x.size == 0 or \
             out.shape != x.shape or any(a is not None and a.shape != (x.shape[1],)
                                         for a in (mean, var, rstd, weight, bias)):
         return False
@@ -398,7 +398,7 @@ def batch_norm_backward(dx: np.ndarray, sums: np.ndarray, g: np.ndarray, x: np.n
     dt = x.dtype
     fn = function("bn_bwd", dt) if dt in _TYPES else None
     if fn is None or not (sums.flags.writeable and dx.flags.writeable) or \
-            not _fits(dt, dx, sums, g, x, mean, rstd, weight) or x.ndim != 3 or \
+            not _fits(dt, dx, sums, g, x, mean, rstd, weight) or x.ndim != 3 or x.size == 0 or \
             not dx.shape == g.shape == x.shape or sums.shape != (2, x.shape[1]) or \
             any(a is not None and a.shape != (x.shape[1],) for a in (mean, rstd, weight)):
         return False
