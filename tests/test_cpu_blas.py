@@ -328,3 +328,23 @@ def test_freed_activations_are_reused_without_page_faults():
 def test_malloc_is_left_alone_when_the_user_says_so(env):
     tuned, faults = _faults(env)
     assert not tuned
+
+
+def test_a_batch_of_small_matrices_stays_with_numpys_loop(monkeypatch):
+    """Products of fewer than BATCH_MATRIX_MIN multiply-adds each (a small GPT's
+    attention) are NumPy's own loop at any thread count, large as the batch is."""
+    calls = []
+    real = blas._c_matmul
+    monkeypatch.setattr(blas, "_c_matmul", lambda *a: (calls.append(a[0].shape), real(*a))[1])
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal((64, 32, 16)).astype(np.float32)
+    b = rng.standard_normal((64, 16, 32)).astype(np.float32)
+    assert 32 * 16 * 32 < blas.BATCH_MATRIX_MIN and a.shape[0] * 32 * 16 * 32 >= blas.C_BATCH_SPLIT_MIN
+    res = _on_threads(lambda: _run_matmul(a, b))
+    assert calls == []
+    for t in THREADS:
+        assert np.array_equal(res[t], np.matmul(a, b))
+    big = rng.standard_normal((8, 64, 32)).astype(np.float32), rng.standard_normal((8, 32, 64)).astype(np.float32)
+    if cpool.gemm(np.dtype(np.float32)) is not None:  # (131K each: the C threads)
+        _run_matmul(*big)
+        assert calls

@@ -61,6 +61,11 @@ PY_SPLIT_MIN = 1 << 24
 # @ (32, 64): 402 us on one thread, 4.2M multiply-adds)
 BATCH_SPLIT_MIN = 1 << 21
 C_BATCH_SPLIT_MIN = 1 << 18
+# ... and of matrices of BATCH_MATRIX_MIN multiply-adds each at least: NumPy's own
+# loop runs smaller ones faster than the split does on 2 threads (a small GPT's
+# attention, 48 products (32, 16) @ (16, 32) of strided views: 33 us against 42 on
+# the C threads; 64 of (64, 32) @ (32, 64), 131K each: 265 against 170)
+BATCH_MATRIX_MIN = 1 << 16
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.complex64),
            np.dtype(np.complex128))
 
@@ -191,7 +196,7 @@ def matmul_kernel(base: Callable[[Any, Any, Any], None]) -> Callable[[Any, Any, 
         if nd == 2:
             plan = blocks(out.shape[0], k, out.shape[1])
         elif out.size < 2 * out.shape[-2] * out.shape[-1] or macs < C_BATCH_SPLIT_MIN \
-                or min(out.shape[-2:]) < 2 \
+                or min(out.shape[-2:]) < 2 or out.shape[-2] * k * out.shape[-1] < BATCH_MATRIX_MIN \
                 or not (a.shape[:-2] == b.shape[:-2] == out.shape[:-2]):
             plan = None
         else:
