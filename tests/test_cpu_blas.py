@@ -90,6 +90,7 @@ def _use_path(path, monkeypatch):
     """Make matmul take ``path``, spying on what it splits: the list of splits."""
     monkeypatch.setattr(blas, "BATCH_SPLIT_MIN", 1 << 12)
     monkeypatch.setattr(blas, "C_BATCH_SPLIT_MIN", 1 << 12)
+    monkeypatch.setattr(blas, "_one_call_is_blocks", lambda *a: False)  # (split on 1 thread too)
     calls = []
     if path == "c":
         if cpool.gemm(np.dtype(np.float64)) is None:
@@ -348,3 +349,57 @@ def test_a_batch_of_small_matrices_stays_with_numpys_loop(monkeypatch):
     if cpool.gemm(np.dtype(np.float32)) is not None:  # (131K each: the C threads)
         _run_matmul(*big)
         assert calls
+
+
+# one thread: NumPy's one call where it gives the blocks' bits (probed per shape)
+ONE_CALL = {
+    "rows": lambda r: (r.standard_normal((1000, 160)), r.standard_normal((160, 300))),
+    "columns": lambda r: (r.standard_normal((64, 192)), r.standard_normal((192, 256))),
+    "transposed weight": lambda r: (r.standard_normal((64, 128)),
+                                    r.standard_normal((512, 128)).T),
+    "transposed input": lambda r: (r.standard_normal((192, 48)).T, r.standard_normal((192, 512))),
+    "long reduction": lambda r: (r.standard_normal((48, 1024)), r.standard_normal((1024, 48))),
+    "x @ x.T": lambda r: (lambda x: (x, x.T))(r.standard_normal((200, 96))),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", sorted(ONE_CALL))
+def test_one_thread_makes_one_call_only_where_it_gives_the_blocks_bits(case, dtype, monkeypatch):
+    if cpool.gemm(np.dtype(dtype)) is None:
+        pytest.skip("no C compiler or no NumPy BLAS names here")
+    monkeypatch.setattr(blas, "_whole", {})
+    calls = []
+    real = blas._c_matmul
+    monkeypatch.setattr(blas, "_c_matmul", lambda *a: (calls.append(a[0].shape), real(*a))[1])
+    rng = np.random.default_rng(sorted(ONE_CALL).index(case) + 40)
+    a, b = (x.astype(dtype) for x in ONE_CALL[case](rng))
+    if case == "x @ x.T":
+        b = a.T  # (the same memory)
+    assert blas.blocks(a.shape[0], a.shape[1], b.shape[1]) is not None  # (a split product)
+    res = {}
+    for t in THREADS:  # 1 first: the probe, then the product
+        calls.clear()
+        res[t] = _on_threads_once(t, lambda: _run_matmul(a, b))
+        if t > 1:
+            assert calls, "more threads: the C pool's blocks"
+        elif case == "x @ x.T":
+            assert calls and not blas._whole  # (NumPy's own routine for it: never probed)
+        else:
+            probed = list(blas._whole.values())
+            assert len(probed) == 1
+            assert bool(calls) != probed[0]  # one call exactly where the probe found equal bits
+    for t in THREADS[1:]:
+        assert np.array_equal(res[t], res[1]), f"{t} threads differ from one"
+    ref = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(res[1], ref, rtol=tol, atol=tol * np.sqrt(a.shape[1]))
+
+
+def _on_threads_once(t, fn):
+    old = rc.get_num_threads()
+    rc.set_num_threads(t)
+    try:
+        return fn()
+    finally:
+        rc.set_num_threads(old)

@@ -178,6 +178,59 @@ def _c_matmul(out: np.ndarray, a: np.ndarray, b: np.ndarray, axis: int, parts: i
     return True
 
 
+# On one thread a split product's blocks run one after another, each a BLAS call
+# packing its operands again, and the C pool's call costs some us of Python more
+# than NumPy's own: 10-15% slower than ``np.matmul`` for 2-8M multiply-adds
+# ((64, 256) @ (256, 192): 75 against 66 us). Where NumPy's one call gives the
+# blocks' very bits, one thread makes that call instead. BLAS's order of
+# operations depends on the shapes and the operands' transpositions alone (it
+# packs its operands; it never branches on values), so one comparison on random
+# values settles it for every product of that shape and layout: made once each,
+# up to PROBE_MAX multiply-adds (larger products keep their blocks, whose cost is
+# a smaller share there). Operands on the same memory are left out: NumPy
+# computes ``x @ x.T`` by another routine (syrk). With OpenBLAS here, 290 of 298
+# plans tried gave equal bits; the others (K of 512 and more, narrow blocks) keep
+# their blocks on one thread too.
+PROBE_MAX = 1 << 26
+_whole: dict[tuple[Any, ...], bool] = {}
+
+
+def _one_call_is_blocks(out: np.ndarray, a: np.ndarray, b: np.ndarray, axis: int,
+                        parts: int) -> bool:
+    """Whether NumPy's one call computes ``a @ b`` with the bits of the C pool's
+    ``parts`` blocks along ``axis`` (probed once per shape, layout and dtype)."""
+    c = cpool.gemm(out.dtype)
+    if c is None or not (a.dtype == b.dtype == out.dtype) or np.may_share_memory(a, b) or \
+            not (a.flags.aligned and b.flags.aligned and out.flags.aligned):
+        return False
+    m, k = a.shape
+    n = b.shape[1]
+    la, lb = _operand(a, m, k), _operand(b, k, n)
+    if la is None or lb is None:
+        return False
+    key = (out.dtype, la[0], lb[0], axis, m, n, k, parts)
+    same = _whole.get(key)
+    if same is None:
+        same = m * n * k <= PROBE_MAX and _probe(c, out.dtype, la[0], lb[0], axis, m, n, k,
+                                                 parts)
+        _whole[key] = same
+    return same
+
+
+def _probe(c: tuple[Any, int, bool], dt: np.dtype, ta: int, tb: int, axis: int, m: int,
+           n: int, k: int, parts: int) -> bool:
+    fn, address, ilp64 = c
+    rng = np.random.default_rng(m * 1000003 + n * 1009 + k)
+    a = rng.standard_normal((m, k) if ta == 111 else (k, m)).astype(dt)
+    b = rng.standard_normal((k, n) if tb == 111 else (n, k)).astype(dt)
+    blocked = np.empty((m, n), dt)
+    fn(address, ilp64, ta, tb, axis, m, n, k, cfused._address(a), a.shape[1],
+       cfused._address(b), b.shape[1], cfused._address(blocked), n, parts, ALIGN, 0, 0, 0, 0, 0,
+       0, 0, 0, 1)
+    one = np.matmul(a if ta == 111 else a.T, b if tb == 111 else b.T)
+    return bool(np.array_equal(blocked.view(f"u{dt.itemsize}"), one.view(f"u{dt.itemsize}")))
+
+
 def matmul_kernel(base: Callable[[Any, Any, Any], None]) -> Callable[[Any, Any, Any], None]:
     """rtx_cpu's matmul: ``base`` (the NumPy kernel) for small or non-BLAS
     products, else the split described in the module's docstring."""
@@ -204,6 +257,9 @@ def matmul_kernel(base: Callable[[Any, Any, Any], None]) -> Callable[[Any, Any, 
         if plan is None or np.may_share_memory(out, a) or np.may_share_memory(out, b):
             return base(out, a, b)  # (an overlapping input: NumPy reads all of it first)
         axis, ranges = plan
+        if nd == 2 and (in_pool() or threads() == 1) and \
+                _one_call_is_blocks(out, a, b, axis, len(ranges)):
+            return base(out, a, b)  # (one thread: NumPy's one call, the blocks' bits)
         if _c_matmul(out, a, b, axis, len(ranges), nd > 2):
             return
         if nd > 2:
