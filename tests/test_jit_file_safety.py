@@ -638,3 +638,41 @@ def test_fuzzed_graph_files_load_cleanly_or_are_refused(tmp_path, monkeypatch, r
     record_property("graph_fuzz_outcomes", table)
     print(f"\ngraph file fuzz outcomes: {table}")
     assert outcomes["refused at load"] and outcomes["ran"]
+
+
+def _batch_norm_step():
+    """A traced forward and backward through BatchNorm2d (its two kernels on cpu)."""
+    import rtxcore.nn as nn
+
+    rc.manual_seed(0)
+    bn = nn.BatchNorm2d(3)
+
+    def step(x):
+        x = x.detach().requires_grad_()
+        y = bn(x)
+        (dx,) = rc.autograd.grad((y * y).sum(), x)
+        return y.detach(), dx
+
+    return _file(rc.jit.trace(step, rc.randn(2, 3, 4, 5)))
+
+
+BN_DOC, BN_DATA = _batch_norm_step()
+
+
+@pytest.mark.parametrize("op, change, match", [
+    ("batch_norm", lambda n: n["args"].pop(), r"batch_norm takes 4 arguments"),
+    ("batch_norm", lambda n: n["args"].__setitem__(1, n["args"][0]),
+     r"weight \(value \d+\) must have shape \[3\]"),
+    ("batch_norm", lambda n: n["writes"].__setitem__(1, n["writes"][0]), r"already defined"),
+    ("batch_norm", lambda n: n["args"].__setitem__(3, "1e-5; import os"), r"eps"),
+    ("batch_norm_backward", lambda n: n["args"].__setitem__(2, n["args"][0]),
+     r"mean \(value \d+\) must have shape \[3\]"),
+    ("batch_norm_backward", lambda n: n["args"].__setitem__(0, n["args"][2]),
+     r"g \(value \d+\) must have shape \[2, 3, 20\]"),
+])
+def test_a_batch_norm_node_off_its_contract_is_refused(tmp_path, op, change, match):
+    """A crafted file can't hand batch_norm's C loops vectors shorter than the
+    channels, an input of another shape, or code for eps: refused at load."""
+    doc = copy.deepcopy(BN_DOC)
+    change(_node(doc, op))
+    _refused(tmp_path, doc, BN_DATA, match=match)

@@ -294,28 +294,27 @@ def _ptr(a: np.ndarray) -> int:
     return a.ctypes.data if a.size else 0
 
 
-def _softmax_step_c(o: np.ndarray, ins: list[np.ndarray], s: np.ndarray, t: list[np.ndarray],
-                    bufs: _small_buffers) -> None:
-    x, = ins
-    k, n = o.shape
-    dt = o.dtype
-    _c("sm_shift", dt)(_ptr(o), _ptr(s), _ptr(x), n, _ld(o), _ld(x), 0, k)
-    np.exp(o, out=o)
-    _c("sm_sums", dt)(_ptr(s), _ptr(o), n, _ld(o), 0, k)
-    _c("sm_finish", dt)(_ptr(o), _ptr(s), n, _ld(o), 0, k, 1)
-
-
-def _log_softmax_step_c(o: np.ndarray, ins: list[np.ndarray], s: np.ndarray,
-                        t: list[np.ndarray], bufs: _small_buffers) -> None:
-    x, = ins
-    e, = t
+def _forward_c(o: np.ndarray, x: np.ndarray, e: np.ndarray, s: np.ndarray, log: bool) -> None:
+    """One block of softmax (e is o) or log_softmax (e scratch): o = x - max, e =
+    exp(o), s = the rows' sums of e, then o / s, or o - log(s)."""
     k, n = o.shape
     dt = o.dtype
     _c("sm_shift", dt)(_ptr(o), _ptr(s), _ptr(x), n, _ld(o), _ld(x), 0, k)
     np.exp(o, out=e)
     _c("sm_sums", dt)(_ptr(s), _ptr(e), n, _ld(e), 0, k)
-    np.log(s, out=s)
-    _c("sm_finish", dt)(_ptr(o), _ptr(s), n, _ld(o), 0, k, 0)
+    if log:
+        np.log(s, out=s)
+    _c("sm_finish", dt)(_ptr(o), _ptr(s), n, _ld(o), 0, k, 0 if log else 1)
+
+
+def _softmax_step_c(o: np.ndarray, ins: list[np.ndarray], s: np.ndarray, t: list[np.ndarray],
+                    bufs: _small_buffers) -> None:
+    _forward_c(o, ins[0], o, s, False)
+
+
+def _log_softmax_step_c(o: np.ndarray, ins: list[np.ndarray], s: np.ndarray,
+                        t: list[np.ndarray], bufs: _small_buffers) -> None:
+    _forward_c(o, ins[0], t[0], s, True)
 
 
 def _softmax_backward_step_c(o: np.ndarray, ins: list[np.ndarray], s: np.ndarray,
