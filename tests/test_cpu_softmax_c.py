@@ -50,7 +50,8 @@ def _with_specials(x):
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("op", OPS)
-def test_the_numpy_steps_bits_for_any_row_length(op, dtype):
+def test_the_numpy_steps_bits_for_any_row_length(op, dtype, monkeypatch):
+    monkeypatch.setattr(S, "_SM_FEW_ROWS", 0)  # the C loops for a few rows too
     rng = np.random.default_rng(0)
     for n in LENGTHS:
         for m in (1, 5, 37):
@@ -67,7 +68,8 @@ def test_the_numpy_steps_bits_for_any_row_length(op, dtype):
 
 
 @pytest.mark.parametrize("op", OPS)
-def test_strided_rows_and_a_batch_of_matrices(op):
+def test_strided_rows_and_a_batch_of_matrices(op, monkeypatch):
+    monkeypatch.setattr(S, "_SM_FEW_ROWS", 0)
     rng = np.random.default_rng(1)
     wide = rng.standard_normal((40, 50)).astype(np.float32)
     x = wide[:, 3:36]  # rows 33 long, 50 apart
@@ -130,6 +132,35 @@ def test_other_layouts_and_dtypes_take_the_numpy_forms(op, monkeypatch):
     XP[op](wanth, h, 1)
     np.testing.assert_array_equal(yh, wanth)
     assert "sm_shift" not in calls
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_a_few_rows_take_the_whole_array_steps(op, monkeypatch):
+    """Up to _SM_FEW_ROWS rows of a small input: NumPy's whole-array steps (the
+    C steps' fixed cost is more there); the same bits either way."""
+    calls = []
+    real = S._c
+    monkeypatch.setattr(S, "_c", lambda name, dtype: calls.append(name) or real(name, dtype))
+    rng = np.random.default_rng(4)
+    few = S._SM_FEW_ROWS
+    x = _with_specials(rng.standard_normal((few, 27)).astype(np.float32))
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    y, d = np.empty_like(x), np.empty_like(x)
+    getattr(S, op)(y, x, 1)
+    getattr(S, op + "_backward")(d, g, y, 1)
+    assert calls == []
+    monkeypatch.setattr(S, "_SM_FEW_ROWS", 0)
+    yc, dc = np.empty_like(x), np.empty_like(x)
+    getattr(S, op)(yc, x, 1)
+    getattr(S, op + "_backward")(dc, g, yc, 1)
+    assert "sm_shift" in calls or "sm_sums" in calls or "smb" in calls
+    np.testing.assert_array_equal(y, yc)
+    np.testing.assert_array_equal(d, dc)
+    x2 = rng.standard_normal((few + 1, 27)).astype(np.float32)
+    calls.clear()
+    monkeypatch.setattr(S, "_SM_FEW_ROWS", few)
+    getattr(S, op)(np.empty_like(x2), x2, 1)
+    assert "sm_shift" in calls  # one row more: the C steps
 
 
 def test_through_the_front_end_against_torch():

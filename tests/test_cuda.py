@@ -159,12 +159,12 @@ def test_kernel_table_covers_every_primitive_from_the_shared_table():
     # over its threads (parallel.py; matmul: blas.py; the LSTM cell's exact steps as C
     # passes: rnn_kernels.py); its own kernels are the few NumPy-only ones:
     # scatter_add (a method picked by size), pow (no libm slow paths), softmax and
-    # log_softmax (row blocks)
+    # log_softmax (row blocks), gather and index (kept index grids, take)
     import os
 
     import rtx_cpu
 
-    own = {"scatter_add", "pow", "softmax", "log_softmax"}
+    own = {"scatter_add", "pow", "softmax", "log_softmax", "gather", "index"}
     wrapped = {n for n in shared - own if CPU[n].__code__.co_filename != xp.__file__}
     here = os.path.dirname(rtx_cpu.__file__)
     assert CPU["matmul"].__code__.co_filename == os.path.join(here, "blas.py")
@@ -173,7 +173,7 @@ def test_kernel_table_covers_every_primitive_from_the_shared_table():
                for n in cells)
     assert all(CPU[n].__code__.co_filename == os.path.join(here, "parallel.py")
                for n in wrapped - {"matmul"} - cells)
-    assert {"gather", "index", "cumsum"} <= shared - own - wrapped  # taken as they are
+    assert {"cumsum", "sort", "masked_select"} <= shared - own - wrapped  # taken as they are
     assert all(KERNELS[name].__name__ == name for name in shared - {"index_put"})
     assert set(_OWN) == {"empty", "from_host", "to_host", "uniform", "normal"}
 

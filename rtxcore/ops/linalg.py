@@ -18,8 +18,8 @@ from . import reduction as R
 from . import views as V
 from ..autograd.tape import differentiable
 from .._autocast import autocast_inputs, regions as _autocast_regions
-from .core import (as_view, bad_operand, cast, computed, empty, expand_to, kernel, mixed_devices, tensor_arg,
-                   view_of)
+from .core import (as_view, bad_operand, buffer, cast, check_dtype, computed, empty, expand_to, fresh,
+                   kernel, mixed_devices, tensor_arg, view_of)
 from .joining import stack
 
 
@@ -47,13 +47,16 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         # fast path: a dot product, as a (1, k) @ (k, 1) matmul on views
         (k,) = a._shape
         view = dev.view
-        res = empty((1, 1), a._dtype, dev)
+        dt = a._dtype
+        if dt not in dev._dtypes:
+            check_dtype(dt, dev)
+        buf, h = buffer((1, 1), dt, dev)
         (dev.kernels.get("matmul") or kernel(dev, "matmul"))(
-            res._h,
-            view(a._storage.buffer, (1, k), (0, a._strides[0]), a._offset, a._dtype),
-            view(b._storage.buffer, (k, 1), (b._strides[0], 0), b._offset, b._dtype),
+            h,
+            view(a._storage.buffer, (1, k), (0, a._strides[0]), a._offset, dt),
+            view(b._storage.buffer, (k, 1), (b._strides[0], 0), b._offset, dt),
         )
-        return as_view(res, (), (), 0)
+        return fresh(buf, None, (), dt, dev)  # (the result's 0-d tensor on that buffer)
     if na == 0 or nb == 0:
         raise RuntimeError(
             f"both arguments to matmul need to be at least 1D, but they are {na}D and {nb}D"

@@ -237,6 +237,8 @@ def matmul_kernel(base: Callable[[Any, Any, Any], None]) -> Callable[[Any, Any, 
 
     def matmul(out: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
         nd = out.ndim
+        if nd == 2 and out.size * a.shape[1] < SPLIT_MIN:
+            return base(out, a, b)  # (small: what every check below comes to)
         if not _owned or nd < 2 or a.ndim != nd or b.ndim != nd \
                 or out.dtype not in _FLOATS or out.size == 0:
             return base(out, a, b)

@@ -47,6 +47,9 @@ _SM_BLOCK = 1 << 18  # elements: 1 MB of float32 per block-sized array (a core's
 # whole-array steps 1.65.
 _SM_SMALL = 1 << 15  # elements: a smaller input takes the whole-array steps (the same
 # values: they are one block) without the blocks' few us of Python
+_SM_FEW_ROWS = 64  # rows: so few (of a small input) take the whole-array steps too: the
+# C steps' fixed ~13 us (three ctypes calls, the addresses) is more than NumPy's few
+# per-row costs there ((64, 27) log_softmax: 16.7 us in C, 11.8 whole-array)
 _SM_PARALLEL_MIN = 1 << 17  # elements: a smaller input runs on the calling thread alone
 _SM_UNBUFFERED_MIN = 512  # columns
 _SM_BUFSIZE = 16  # elements (the smallest NumPy 1 accepts)
@@ -290,57 +293,87 @@ def _ld(a: np.ndarray) -> int:
     return a.strides[0] // a.itemsize
 
 
-def _ptr(a: np.ndarray) -> int:
-    return a.ctypes.data if a.size else 0
+def _run_rows_c(out: np.ndarray, ins: list[np.ndarray], step: Any, scratch: int) -> None:
+    """``_run_rows`` for the C steps: ``step(o, ins, s, t, p)`` with p the
+    block's addresses (o, *ins, s, *t), found once a call (an array's address
+    costs ~0.3-1 us; a block's is its array's plus a row offset) -- on a small
+    input the C steps' fixed cost is mostly such Python work."""
+    m, n = out.shape
+    rows = max(1, _SM_BLOCK // max(n, 1))
+    arrays = (out, *ins)
+    base = [cfused._address(a) for a in arrays]
+    steps = [a.strides[0] for a in arrays]
+
+    def run(lo: int, hi: int) -> None:
+        k = min(rows, hi - lo)
+        s = np.empty(k, out.dtype)
+        t = [np.empty((k, n), out.dtype) for _ in range(scratch)]
+        own = [cfused._address(s), *(cfused._address(u) for u in t)]
+        if lo == 0 and hi == m and k == m:  # one block: the whole arrays
+            step(out, ins, s, t, base + own)
+            return
+        for i in range(lo, hi, rows):
+            j = min(i + rows, hi)
+            b = j - i
+            p = [a + i * st for a, st in zip(base, steps)] + own
+            step(out[i:j], [a[i:j] for a in ins], s[:b], [u[:b] for u in t], p)
+
+    split(m, m * n, run, _SM_PARALLEL_MIN)
 
 
-def _forward_c(o: np.ndarray, x: np.ndarray, e: np.ndarray, s: np.ndarray, log: bool) -> None:
+def _forward_c(o: np.ndarray, x: np.ndarray, e: np.ndarray, s: np.ndarray, log: bool,
+               po: int, px: int, pe: int, ps: int) -> None:
     """One block of softmax (e is o) or log_softmax (e scratch): o = x - max, e =
-    exp(o), s = the rows' sums of e, then o / s, or o - log(s)."""
+    exp(o), s = the rows' sums of e, then o / s, or o - log(s) (p*: addresses)."""
     k, n = o.shape
     dt = o.dtype
-    _c("sm_shift", dt)(_ptr(o), _ptr(s), _ptr(x), n, _ld(o), _ld(x), 0, k)
+    _c("sm_shift", dt)(po, ps, px, n, _ld(o), _ld(x), 0, k)
     np.exp(o, out=e)
-    _c("sm_sums", dt)(_ptr(s), _ptr(e), n, _ld(e), 0, k)
+    _c("sm_sums", dt)(ps, pe, n, _ld(e), 0, k)
     if log:
         np.log(s, out=s)
-    _c("sm_finish", dt)(_ptr(o), _ptr(s), n, _ld(o), 0, k, 0 if log else 1)
+    _c("sm_finish", dt)(po, ps, n, _ld(o), 0, k, 0 if log else 1)
 
 
 def _softmax_step_c(o: np.ndarray, ins: list[np.ndarray], s: np.ndarray, t: list[np.ndarray],
-                    bufs: _small_buffers) -> None:
-    _forward_c(o, ins[0], o, s, False)
+                    p: list[int]) -> None:
+    po, px, ps = p
+    _forward_c(o, ins[0], o, s, False, po, px, po, ps)
 
 
 def _log_softmax_step_c(o: np.ndarray, ins: list[np.ndarray], s: np.ndarray,
-                        t: list[np.ndarray], bufs: _small_buffers) -> None:
-    _forward_c(o, ins[0], t[0], s, True)
+                        t: list[np.ndarray], p: list[int]) -> None:
+    po, px, ps, pe = p
+    _forward_c(o, ins[0], t[0], s, True, po, px, pe, ps)
 
 
 def _softmax_backward_step_c(o: np.ndarray, ins: list[np.ndarray], s: np.ndarray,
-                             t: list[np.ndarray], bufs: _small_buffers) -> None:
+                             t: list[np.ndarray], p: list[int]) -> None:
     g, y = ins
     k, n = o.shape
-    _c("smb", o.dtype)(_ptr(o), _ptr(g), _ptr(y), n, _ld(o), _ld(g), _ld(y), 0, k)
+    po, pg, py, _ = p
+    _c("smb", o.dtype)(po, pg, py, n, _ld(o), _ld(g), _ld(y), 0, k)
 
 
 def _log_softmax_backward_step_c(o: np.ndarray, ins: list[np.ndarray], s: np.ndarray,
-                                 t: list[np.ndarray], bufs: _small_buffers) -> None:
+                                 t: list[np.ndarray], p: list[int]) -> None:
     g, y = ins
     k, n = o.shape
     dt = o.dtype
-    _c("sm_sums", dt)(_ptr(s), _ptr(g), n, _ld(g), 0, k)
+    po, pg, _, ps = p
+    _c("sm_sums", dt)(ps, pg, n, _ld(g), 0, k)
     np.exp(y, out=o)
-    _c("lsmb", dt)(_ptr(o), _ptr(g), _ptr(s), n, _ld(o), _ld(g), 0, k)
+    _c("lsmb", dt)(po, pg, ps, n, _ld(o), _ld(g), 0, k)
 
 
 def _rows_c(out: np.ndarray, axis: int, *xs: np.ndarray) -> list[np.ndarray] | None:
     """The (M, N) row views for the C steps (any size: one block where small), or
     None: no compiler, or not rows of float32/float64 along the last axis."""
-    if out.size == 0:
-        return None
+    size = out.size
+    if size == 0 or (size <= _SM_SMALL and out.ndim and size <= _SM_FEW_ROWS * out.shape[-1]):
+        return None  # (few rows)
     v = _blocked(out, axis, *xs)
-    if v is None or any(a.ctypes.data % a.itemsize for a in v) or \
+    if v is None or not all(a.flags.aligned for a in v) or \
             _c("sm_shift", out.dtype) is None:  # (aligned elements, a compiler)
         return None
     return v
@@ -349,7 +382,7 @@ def _rows_c(out: np.ndarray, axis: int, *xs: np.ndarray) -> list[np.ndarray] | N
 def softmax(out: np.ndarray, x: np.ndarray, axis: int) -> None:
     v = _rows_c(out, axis, x)
     if v is not None:
-        _run_rows(v[0], v[1:], _softmax_step_c, 0)
+        _run_rows_c(v[0], v[1:], _softmax_step_c, 0)
         return
     v = _blocked(out, axis, x) if out.size > _SM_SMALL else None
     if v is None:
@@ -361,7 +394,7 @@ def softmax(out: np.ndarray, x: np.ndarray, axis: int) -> None:
 def log_softmax(out: np.ndarray, x: np.ndarray, axis: int) -> None:
     v = _rows_c(out, axis, x)
     if v is not None:
-        _run_rows(v[0], v[1:], _log_softmax_step_c, 1)
+        _run_rows_c(v[0], v[1:], _log_softmax_step_c, 1)
         return
     v = _blocked(out, axis, x) if out.size > _SM_SMALL else None
     if v is None:
@@ -405,7 +438,7 @@ def _row_sums(a: np.ndarray, axis: int) -> np.ndarray:
 def softmax_backward(out: np.ndarray, g: np.ndarray, y: np.ndarray, axis: int) -> None:
     v = _rows_c(out, axis, g, y)
     if v is not None:
-        _run_rows(v[0], v[1:], _softmax_backward_step_c, 0)
+        _run_rows_c(v[0], v[1:], _softmax_backward_step_c, 0)
         return
     v = _blocked(out, axis, g, y) if out.size > _SM_SMALL else None
     if v is not None:
@@ -419,7 +452,7 @@ def softmax_backward(out: np.ndarray, g: np.ndarray, y: np.ndarray, axis: int) -
 def log_softmax_backward(out: np.ndarray, g: np.ndarray, y: np.ndarray, axis: int) -> None:
     v = _rows_c(out, axis, g, y)
     if v is not None:
-        _run_rows(v[0], v[1:], _log_softmax_backward_step_c, 0)
+        _run_rows_c(v[0], v[1:], _log_softmax_backward_step_c, 0)
         return
     v = _blocked(out, axis, g, y) if out.size > _SM_SMALL else None
     if v is not None:
