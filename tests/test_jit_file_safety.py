@@ -676,3 +676,55 @@ def test_a_batch_norm_node_off_its_contract_is_refused(tmp_path, op, change, mat
     doc = copy.deepcopy(BN_DOC)
     change(_node(doc, op))
     _refused(tmp_path, doc, BN_DATA, match=match)
+
+
+def _conv_step():
+    """A traced conv forward and backward (x's and the weight's gradients): the cols
+    form (conv2d writes cols, conv2d_weight_grad reads them)."""
+    import rtxcore.nn as nn
+
+    rc.manual_seed(0)
+    conv = nn.Conv2d(3, 4, 3, padding=1)
+
+    def step(x):
+        x = x.detach().requires_grad_()
+        y = conv(x)
+        return rc.autograd.grad((y * y).sum(), (x, conv.weight))
+
+    x = rc.randn(2, 3, 5, 5)
+    return (*_file(rc.jit.trace(step, x)), x, step(x))
+
+
+CONV_DOC, CONV_DATA, CONV_X, CONV_WANT = _conv_step()
+
+
+def _as_weight_grad_x(doc: dict[str, Any]) -> dict[str, Any]:
+    """The file with its conv2d_weight_grad node as the conv2d_weight_grad_x of
+    the conv2d's input (a form the tracer never writes, but a file may hold)."""
+    doc = copy.deepcopy(doc)
+    conv, wgrad = _node(doc, "conv2d"), _node(doc, "conv2d_weight_grad")
+    wgrad["op"] = "conv2d_weight_grad_x"
+    wgrad["args"] = [wgrad["args"][0], conv["args"][0], *copy.deepcopy(conv["args"][3:6])]
+    return doc
+
+
+def test_a_weight_gradient_from_x_node_loads_and_runs_on_every_device(tmp_path, device):
+    """rtx_cpu's kernel; elsewhere the core's decomposition (im2col and a matmul)."""
+    g = rc.jit.load(_write(tmp_path / "wgx.rtxg", _as_weight_grad_x(CONV_DOC), CONV_DATA))
+    assert "conv2d_weight_grad_x" in {n.op for n in g.graph.nodes}
+    got = g(CONV_X.to(device))
+    for a, b in zip(got, CONV_WANT):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("change, match", [
+    (lambda n: n["args"].pop(), r"conv2d_weight_grad_x takes 5 arguments"),
+    (lambda n: n["args"].__setitem__(1, n["args"][0]), r"x must be \(N, C, H, W\)"),
+    (lambda n: n["args"].__setitem__(2, {"tuple": [2, 2]}), r"g \(value \d+\) must have shape"),
+    (lambda n: n["args"].__setitem__(3, "(1, 1, 1, 1); import os"), r"padding"),
+    (lambda n: n["args"].__setitem__(4, {"tuple": [0, 1]}), r"dilation"),
+])
+def test_a_weight_gradient_from_x_node_off_its_contract_is_refused(tmp_path, change, match):
+    doc = _as_weight_grad_x(CONV_DOC)
+    change(_node(doc, "conv2d_weight_grad_x"))
+    _refused(tmp_path, doc, CONV_DATA, match=match)

@@ -447,15 +447,22 @@ COMPOSITES: dict[str, OpSpec] = {
            "x (N, C, H, W), weight (OC, C, kh, kw), bias (OC,) or None, stride/dilation (h, w), "
            "padding (top, bottom, left, right) zeros; out (N, OC, OH, OW); cols (C*kh*kw, "
            "N*OH*OW) the im2col matrix, row (c, i, j) = channel c at kernel offset (i, j) "
-           "for every output position in (N, OH, OW) order. float16 accumulates in "
-           "float32, rounded once. Used with the two below, all three or none", operands=("x", "weight", "bias", "stride", "padding",
-                                         "dilation"), dtypes="float"),
+           "for every output position in (N, OH, OW) order, or None where the backend has "
+           "conv2d_weight_grad_x (the core then writes no cols outside traced graphs). "
+           "float16 accumulates in float32, rounded once. Used with the two below, all "
+           "three or none", operands=("x", "weight", "bias", "stride", "padding", "dilation"),
+           dtypes="float"),
         _c("conv2d_input_grad", "conv", "conv2d_input_grad(dx, g, weight, stride, padding, "
            "dilation)  # dx (N, C, H, W) = the gradient of conv2d's x for output gradient g",
            operands=("g", "weight", "stride", "padding", "dilation"), dtypes="float"),
         _c("conv2d_weight_grad", "conv", "conv2d_weight_grad(dweight, g, cols)  # dweight (OC, "
            "C, kh, kw) = g as (OC, N*OH*OW) times cols^T (cols from conv2d)",
            operands=("g", "cols"), dtypes="float"),
+        _c("conv2d_weight_grad_x", "conv", "conv2d_weight_grad_x(dweight, g, x, stride, "
+           "padding, dilation)  # dweight (OC, C, kh, kw) = conv2d_weight_grad of x's im2col "
+           "(conv2d's geometry), formed as the backend goes; optional, beside the three "
+           "above: with it conv2d gets cols=None", operands=("g", "x", "stride", "padding",
+                                                           "dilation"), dtypes="float"),
         _c("sort", "scan", "sort(values, indices, x, axis, descending)  # stable",
            operands=("x", "axis", "descending"), dtypes="nonbool"),
         _c("index_put", "indexing", "index_put(out, indices, values)  # out[indices] = values, "

@@ -178,6 +178,15 @@ def _conv2d_weight_grad(dweight: Tensor, g: Tensor, cols: Tensor) -> None:
     dweight.copy_((rows @ cols.T).reshape(dweight.shape))
 
 
+def _conv2d_weight_grad_x(dweight: Tensor, g: Tensor, x: Tensor, stride: tuple[int, int],
+                          padding: tuple[int, int, int, int], dilation: tuple[int, int]) -> None:
+    from ..nn import functional as F
+
+    kh, kw = dweight.shape[2:]
+    cols = F._Windows.apply(x, (kh, kw), tuple(stride), tuple(padding), tuple(dilation), 0, True)
+    _conv2d_weight_grad(dweight, g, cols)
+
+
 def _sort(values: Tensor, indices: Tensor, x: Tensor, axis: int, descending: bool) -> None:
     v, i = x.sort(dim=axis, descending=descending, stable=True)
     values.copy_(v)
@@ -209,7 +218,7 @@ DECOMPOSE: dict[str, Callable[..., None]] = {
     "max_pool2d_tiled": _max_pool2d_tiled,
     "max_pool2d_tiled_backward": _max_pool2d_tiled_backward,
     "conv2d": _conv2d, "conv2d_input_grad": _conv2d_input_grad,
-    "conv2d_weight_grad": _conv2d_weight_grad,
+    "conv2d_weight_grad": _conv2d_weight_grad, "conv2d_weight_grad_x": _conv2d_weight_grad_x,
     "sort": _sort, "index_put": _index_put,
     **{op: _rnn(op) for op in ("lstm_cell", "lstm_cell_backward", "gru_cell", "gru_cell_backward")},
 }

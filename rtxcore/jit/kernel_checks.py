@@ -586,6 +586,14 @@ class _Kernel:
         self.same_shape(cols, [sw[1] * sw[2] * sw[3], sg[0] * sg[2] * sg[3]], "cols")
         self.out_dtype(dw, (g, "g"), (cols, "cols"))
 
+    def k_conv2d_weight_grad_x(self) -> None:
+        self.arity(5)
+        dw = self.outs[0]
+        g, x = self.ref(0, "g"), self.ref(1, "x")
+        so = self._conv_out(self.shape(x), self.shape(dw), *self._conv_params(2))
+        self.same_shape(g, so, "g")
+        self.out_dtype(dw, (g, "g"), (x, "x"))
+
     def k_sort(self) -> None:
         self.arity(3)
         x = self.ref(0, "x")

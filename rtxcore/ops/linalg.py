@@ -18,7 +18,7 @@ from . import reduction as R
 from . import views as V
 from ..autograd.tape import differentiable
 from .._autocast import autocast_inputs, regions as _autocast_regions
-from .core import (as_view, bad_operand, buffer, cast, check_dtype, computed, empty, expand_to, fresh,
+from .core import (as_view, bad_operand, buffer, cast, check_dtype, computed, expand_to, fresh,
                    kernel, mixed_devices, tensor_arg, view_of)
 from .joining import stack
 

@@ -27,7 +27,7 @@ _LOOSE_OPS = {"exp", "log", "sin", "cos", "tanh", "expm1", "log1p", "log2", "tan
 # sums over many products: the core's own conv2d rounds each of its kh*kw col2im
 # adds in float16, a kernel may accumulate in float32 and round once (as PyTorch's)
 SUMS = {"float16": 1e-2, "float32": 1e-4, "float64": 1e-9}
-_SUM_OPS = {"conv2d", "conv2d_input_grad", "conv2d_weight_grad"}
+_SUM_OPS = {"conv2d", "conv2d_input_grad", "conv2d_weight_grad", "conv2d_weight_grad_x"}
 
 NA = object()  # the layout does not apply to this case (said by the case, never guessed)
 

@@ -93,7 +93,7 @@ def _front(op: str) -> Callable[[str, Any], Any]:
             x4 = rc.tensor(values(dtype, op, (2, 3, 4, 6)), dtype=dtype, device=device, requires_grad=True)
             rc.nn.functional.max_pool2d(x4, 2).sum().backward()
             return x4.grad
-        if op in ("conv2d", "conv2d_input_grad", "conv2d_weight_grad"):
+        if op in ("conv2d", "conv2d_input_grad", "conv2d_weight_grad", "conv2d_weight_grad_x"):
             # three geometries: padded; strided and dilated; 'same' with a 3x2 kernel
             # (uneven padding: one column more on the right)
             f = rc.nn.functional
@@ -107,7 +107,7 @@ def _front(op: str) -> Callable[[str, Any], Any]:
                   f.conv2d(x4, w4, b, padding="same"))
             if op == "conv2d":
                 return tuple(y.detach() for y in ys)
-            wrt = x4 if op == "conv2d_input_grad" else w4
+            wrt = x4 if op == "conv2d_input_grad" else w4  # (both weight forms: w's gradient)
             return tuple(rc.autograd.grad(y, wrt, rc.tensor(values(dtype, f"g{i}", tuple(y.shape)),
                                                             dtype=dtype, device=device))[0]
                          for i, y in enumerate(ys))

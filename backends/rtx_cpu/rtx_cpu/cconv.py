@@ -87,13 +87,14 @@ static inline void stream_{S}({T} *d, const {T} *s, int64_t len) {
 #endif
 }
 
-/* cols row (c, i, j) (row stride ld), column (n - n0) * OH * OW + oh * OW + ow =
-   x[n, c, oh * sh + i * dh - pt, ow * sw + j * dw - pl], 0 outside x */
+/* cols row (c - c0, i, j) (row stride ld), column (n - n0) * OH * OW + oh * OW + ow =
+   x[n, c, oh * sh + i * dh - pt, ow * sw + j * dw - pl], 0 outside x, for the
+   channels c0 <= c < c1 */
 __attribute__((optimize("no-tree-loop-distribute-patterns")))
 void im2col_{S}({T} *cols, int64_t ld, const {T} *x, int64_t n0, int64_t n1, int64_t C,
                 int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t OH, int64_t OW,
                 int64_t sh, int64_t sw, int64_t pt, int64_t pl, int64_t dh, int64_t dw,
-                {T} *stage) {
+                int64_t c0, int64_t c1, {T} *stage) {
     int64_t P = OH * OW;
     int64_t sa[kw], sb[kw];  /* each j's span of ow */
     for (int64_t j = 0; j < kw; j++) span_{S}(j * dw - pl, sw, W, OW, sa + j, sb + j);
@@ -103,10 +104,10 @@ void im2col_{S}({T} *cols, int64_t ld, const {T} *x, int64_t n0, int64_t n1, int
     int64_t G = P >= 256 ? 1 : (256 + P - 1) / P;
     for (int64_t g0 = n0; g0 < n1; g0 += G) {
     int64_t g1 = g0 + G < n1 ? g0 + G : n1;
-    for (int64_t c = 0; c < C; c++)
+    for (int64_t c = c0; c < c1; c++)
         for (int64_t i = 0; i < kh; i++)
             for (int64_t j = 0; j < kw; j++) {
-                {T} *row = cols + ((c * kh + i) * kw + j) * ld;
+                {T} *row = cols + (((c - c0) * kh + i) * kw + j) * ld;
                 int64_t off = j * dw - pl, a = sa[j], b = sb[j];
                 for (int64_t n = g0; n < g1; n++) {
                     const {T} *xp = x + (n * C + c) * H * W;
@@ -343,6 +344,27 @@ int dconv_f32_b{B}(float *out, const float *x, const float *wpk, const float *bi
 """
 
 _GATHER = r"""
+/* channels c0 .. c1 of one (C, H, W) image xi placed at (pt, pl) in zeros: xp
+   (c1 - c0, Hs, Ws), cropped where a padding is negative */
+static void pad_planes_f32(float *xp, const float *xi, int64_t c0, int64_t c1, int64_t H,
+                           int64_t W, int64_t Hs, int64_t Ws, int64_t pt, int64_t pl) {
+    int64_t s0 = pl < 0 ? 0 : (pl < Ws ? pl : Ws), s1 = pl + W < Ws ? pl + W : Ws;
+    if (s1 < s0) s1 = s0;
+    for (int64_t c = c0; c < c1; c++)
+        for (int64_t r = 0; r < Hs; r++) {
+            int64_t ih = r - pt;
+            float *row = xp + ((c - c0) * Hs + r) * Ws;
+            if (ih < 0 || ih >= H) {
+                memset(row, 0, (size_t)Ws * sizeof(float));
+                continue;
+            }
+            if (s0 > 0) memset(row, 0, (size_t)s0 * sizeof(float));
+            if (s1 > s0)
+                memcpy(row + s0, xi + (c * H + ih) * W + s0 - pl, (size_t)(s1 - s0) * sizeof(float));
+            if (s1 < Ws) memset(row + s1, 0, (size_t)(Ws - s1) * sizeof(float));
+        }
+}
+
 /* float32 im2col by AVX-512 gathers (0 where the machine lacks them): im2col_f32's
    result, for output rows too short (or too strided) for its row copies. idx: per
    kernel offset (i, j), the P input indices ih * W + iw its positions read (-1 in
@@ -350,7 +372,7 @@ _GATHER = r"""
 int im2col_gather_f32(float *cols, int64_t ld, const float *x, int64_t n0, int64_t n1,
                       int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t OH,
                       int64_t OW, int64_t sh, int64_t sw, int64_t pt, int64_t pl, int64_t dh,
-                      int64_t dw, float *stage, int32_t *idx) {
+                      int64_t dw, int64_t c0, int64_t c1, float *stage, int32_t *idx) {
 #ifndef __AVX512F__
     return 0;
 #else
@@ -369,9 +391,9 @@ int im2col_gather_f32(float *cols, int64_t ld, const float *x, int64_t n0, int64
     const __m512i neg = _mm512_set1_epi32(-1);
     for (int64_t g0 = n0; g0 < n1; g0 += G) {
         int64_t g1 = g0 + G < n1 ? g0 + G : n1;
-        for (int64_t c = 0; c < C; c++)
+        for (int64_t c = c0; c < c1; c++)
             for (int64_t ij = 0; ij < kh * kw; ij++) {
-                float *row = cols + (c * kh * kw + ij) * ld;
+                float *row = cols + ((c - c0) * kh * kw + ij) * ld;
                 const int32_t *t = idx + ij * P;
                 for (int64_t n = g0; n < g1; n++) {
                     const float *plane = x + (n * C + c) * H * W;
@@ -459,28 +481,13 @@ int iconv_fwd_v{NV}(float *out, const float *x, const float *wpk, const float *b
 #else
     const int64_t CB = 16 * {NV}, P = OH * OW, K = C * kh * kw, nblk = (OC + CB - 1) / CB;
     int64_t Hs = (OH - 1) * sh + (kh - 1) * dh + 1, Ws = (OW - 1) * sw + (kw - 1) * dw + 1;
-    int64_t s0 = pl < 0 ? 0 : (pl < Ws ? pl : Ws), s1 = pl + W < Ws ? pl + W : Ws;
-    if (s1 < s0) s1 = s0;
     float tmp[{R} * 16 * {NV}];
     const float *xr[{R}];
     for (int64_t c = 0, k = 0; c < C; c++)
         for (int64_t i = 0; i < kh; i++)
             for (int64_t j = 0; j < kw; j++, k++) koff[k] = (c * Hs + i * dh) * Ws + j * dw;
     for (int64_t n = n0; n < n1; n++) {
-        for (int64_t c = 0; c < C; c++)
-            for (int64_t r = 0; r < Hs; r++) {
-                int64_t ih = r - pt;
-                float *row = xp + (c * Hs + r) * Ws;
-                if (ih < 0 || ih >= H) {
-                    memset(row, 0, (size_t)Ws * sizeof(float));
-                    continue;
-                }
-                if (s0 > 0) memset(row, 0, (size_t)s0 * sizeof(float));
-                if (s1 > s0)
-                    memcpy(row + s0, x + ((n * C + c) * H + ih) * W + s0 - pl,
-                           (size_t)(s1 - s0) * sizeof(float));
-                if (s1 < Ws) memset(row + s1, 0, (size_t)(Ws - s1) * sizeof(float));
-            }
+        pad_planes_f32(xp, x + n * C * H * W, 0, C, H, W, Hs, Ws, pt, pl);
         for (int64_t blk = 0; blk < nblk; blk++) {
             int64_t o0 = blk * CB, ob = OC - o0 < CB ? OC - o0 : CB;
             for (int64_t p0 = 0; p0 < P; p0 += {R}) {
@@ -578,56 +585,121 @@ int iconv_bwd_v{NV}(float *dx, const float *g, const float *wph, float *gp, int6
 #endif
 }
 
+/* gt (qn, CB) = g's channels o0 .. o0 + ob (zeros up to CB) at the qn positions
+   from (n, p) on, in order over g's (N, OC, P) images */
+static void gtrans_v{NV}(float *gt, const float *g, int64_t OC, int64_t P, int64_t o0,
+                         int64_t ob, int64_t n, int64_t p, int64_t qn) {
+    const int64_t CB = 16 * {NV};
+    for (int64_t q = 0; q < qn; n++, p = 0) {
+        int64_t run = P - p < qn - q ? P - p : qn - q;
+        for (int64_t o = 0; o < CB; o++) {
+            float *d = gt + q * CB + o;
+            if (o < ob) {
+                const float *src = g + (n * OC + o0 + o) * P + p;
+                for (int64_t t = 0; t < run; t++) d[t * CB] = src[t];
+            } else {
+                for (int64_t t = 0; t < run; t++) d[t * CB] = 0.0f;
+            }
+        }
+        q += run;
+    }
+}
+
+/* one tile of the weight gradient: acc's kr rows (of CB) = (their sums so far,
+   carry, or 0) + the qn positions' products, the tail tile's rows padded */
+static void wtile_v{NV}(const float *const *xr, const int64_t *koff, const float *gt,
+                        int64_t qn, float *acc, int64_t kr, int carry) {
+    const int64_t CB = 16 * {NV};
+    float tmp[{R} * 16 * {NV}];
+    if (carry && kr < {R}) {
+        memcpy(tmp, acc, (size_t)(kr * CB) * sizeof(float));
+        for (int64_t r = kr; r < {R}; r++)
+            memcpy(tmp + r * CB, acc + (kr - 1) * CB, (size_t)CB * sizeof(float));
+        itile_v{NV}(xr, koff, gt, qn, tmp, CB, tmp);
+    } else {
+        itile_v{NV}(xr, koff, gt, qn, carry ? acc : 0, CB, tmp);
+    }
+    memcpy(acc, tmp, (size_t)(kr * CB) * sizeof(float));
+}
+
 /* float32 weight gradient (AVX-512; 0 where the machine lacks it): dwt[k][o] (K rows
    of 16 * NV * blocks, zero past OC) = the sum over positions q (image by image, in
    order) of cols[k][q] * g[n, o, p], q = n * P + p, one fused multiply-add a term,
    for the rows k in [k0, k1). The positions are taken Q at a time: gt holds their g
    transposed, (Q, 16 * NV), and each tile of R rows of cols carries its
-   accumulators from chunk to chunk through dwt. koff: Q int64s. */
+   accumulators from chunk to chunk through dwt. koff: Q int64s. more: dwt holds
+   the sums of earlier positions (a previous call's, over earlier images) to go on
+   from, in the same order. cols holds the rows from kc on (kc <= k0). */
 int iwgrad_v{NV}(float *dwt, const float *cols, int64_t ld, const float *g, float *gt,
                  int64_t *koff, int64_t N, int64_t OC, int64_t P, int64_t K, int64_t Q,
-                 int64_t k0, int64_t k1) {
+                 int64_t k0, int64_t k1, int64_t more, int64_t kc) {
 #ifndef __AVX512F__
     return 0;
 #else
     const int64_t CB = 16 * {NV}, nblk = (OC + CB - 1) / CB, NP = N * P;
-    float tmp[{R} * 16 * {NV}];
     const float *xr[{R}];
     for (int64_t q = 0; q < Q; q++) koff[q] = q;
     for (int64_t blk = 0; blk < nblk; blk++) {
         int64_t o0 = blk * CB, ob = OC - o0 < CB ? OC - o0 : CB;
         for (int64_t q0 = 0; q0 < NP; q0 += Q) {
             int64_t qn = NP - q0 < Q ? NP - q0 : Q;
-            /* g's channels o0.. of positions q0 .. q0 + qn, transposed (image
-               segments, a channel's run read at a stretch) */
-            for (int64_t q = 0; q < qn;) {
-                int64_t n = (q0 + q) / P, p = (q0 + q) % P;
-                int64_t run = P - p < qn - q ? P - p : qn - q;
-                for (int64_t o = 0; o < CB; o++) {
-                    float *d = gt + q * CB + o;
-                    if (o < ob) {
-                        const float *src = g + (n * OC + o0 + o) * P + p;
-                        for (int64_t t = 0; t < run; t++) d[t * CB] = src[t];
-                    } else {
-                        for (int64_t t = 0; t < run; t++) d[t * CB] = 0.0f;
-                    }
-                }
-                q += run;
-            }
+            gtrans_v{NV}(gt, g, OC, P, o0, ob, q0 / P, q0 % P, qn);
             for (int64_t kt = k0; kt < k1; kt += {R}) {
                 int64_t kr = k1 - kt < {R} ? k1 - kt : {R};
                 for (int r = 0; r < {R}; r++)
-                    xr[r] = cols + (kt + (r < kr ? r : kr - 1)) * ld + q0;
-                float *acc = dwt + (blk * K + kt) * CB;
-                if (q0 > 0 && kr < {R}) {  /* the tail tile: its accumulators padded */
-                    memcpy(tmp, acc, (size_t)(kr * CB) * sizeof(float));
-                    for (int64_t r = kr; r < {R}; r++)
-                        memcpy(tmp + r * CB, acc + (kr - 1) * CB, (size_t)CB * sizeof(float));
-                    itile_v{NV}(xr, koff, gt, qn, tmp, CB, tmp);
-                } else {
-                    itile_v{NV}(xr, koff, gt, qn, q0 > 0 ? acc : 0, CB, tmp);
+                    xr[r] = cols + (kt - kc + (r < kr ? r : kr - 1)) * ld + q0;
+                /* (accumulators in dwt already past the first positions) */
+                wtile_v{NV}(xr, koff, gt, qn, dwt + (blk * K + kt) * CB, kr, q0 > 0 || more);
+            }
+        }
+    }
+    return 1;
+#endif
+}
+
+/* iwgrad from x itself, no im2col matrix: dwt as iwgrad's, for the rows (c, i, j)
+   of the channels c0 <= c < c1, summed over the positions of images n0 .. n1 in
+   order; the channels c0 .. c1 of G images at a time (G = Q / P, at least 1)
+   padded into xp ((G, c1 - c0, Hs, Ws), as iconv_fwd pads one) and read where
+   iwgrad reads cols: the same products in the same order, so the bits of iwgrad
+   over those images' im2col rows. more: dwt holds the sums over earlier images to
+   go on from. gt: Q * 16 * NV floats; koff: Q. */
+int iwgradx_v{NV}(float *dwt, const float *x, float *xp, const float *g, float *gt,
+                  int64_t *koff, int64_t n0, int64_t n1, int64_t C, int64_t H, int64_t W,
+                  int64_t OC, int64_t kh, int64_t kw, int64_t OH, int64_t OW, int64_t sh,
+                  int64_t sw, int64_t pt, int64_t pl, int64_t dh, int64_t dw, int64_t Q,
+                  int64_t c0, int64_t c1, int64_t more) {
+#ifndef __AVX512F__
+    return 0;
+#else
+    const int64_t CB = 16 * {NV}, P = OH * OW, K = C * kh * kw, KK = kh * kw;
+    const int64_t nblk = (OC + CB - 1) / CB, k0 = c0 * KK, k1 = c1 * KK;
+    const int64_t G = P >= Q ? 1 : Q / P;
+    int64_t Hs = (OH - 1) * sh + (kh - 1) * dh + 1, Ws = (OW - 1) * sw + (kw - 1) * dw + 1;
+    const int64_t CS = (c1 - c0) * Hs * Ws;  /* one padded image */
+    const float *xr[{R}];
+    for (int64_t na = n0; na < n1; na += G) {
+        int64_t nb = na + G < n1 ? na + G : n1, GP = (nb - na) * P;
+        for (int64_t n = na; n < nb; n++)
+            pad_planes_f32(xp + (n - na) * CS, x + n * C * H * W, c0, c1, H, W, Hs, Ws, pt, pl);
+        for (int64_t blk = 0; blk < nblk; blk++) {
+            int64_t o0 = blk * CB, ob = OC - o0 < CB ? OC - o0 : CB;
+            for (int64_t q0 = 0; q0 < GP; q0 += Q) {
+                int64_t qn = GP - q0 < Q ? GP - q0 : Q;
+                gtrans_v{NV}(gt, g, OC, P, o0, ob, na + q0 / P, q0 % P, qn);
+                for (int64_t q = 0; q < qn; q++) {
+                    int64_t i = (q0 + q) / P, p = (q0 + q) % P;
+                    koff[q] = i * CS + (p / OW) * sh * Ws + (p % OW) * sw;
                 }
-                memcpy(acc, tmp, (size_t)(kr * CB) * sizeof(float));
+                for (int64_t kt = k0; kt < k1; kt += {R}) {
+                    int64_t kr = k1 - kt < {R} ? k1 - kt : {R};
+                    for (int r = 0; r < {R}; r++) {
+                        int64_t k = kt + (r < kr ? r : kr - 1), c = k / KK, ij = k % KK;
+                        xr[r] = xp + ((c - c0) * Hs + (ij / kw) * dh) * Ws + (ij % kw) * dw;
+                    }
+                    wtile_v{NV}(xr, koff, gt, qn, dwt + (blk * K + kt) * CB, kr,
+                                more || na > n0 || q0 > 0);
+                }
             }
         }
     }
@@ -657,7 +729,7 @@ SOURCE = "#include <stdint.h>\n#include <string.h>\n" \
 _P, _I = ctypes.c_void_p, ctypes.c_int64
 _GEOM = [_I] * 13  # n0, n1, C, H, W, kh, kw, OH, OW, sh, sw, pt, pl; then dh, dw
 _SIGNATURES = {
-    "im2col": ([_P, _I, _P] + _GEOM + [_I, _I, _P], None),
+    "im2col": ([_P, _I, _P] + _GEOM + [_I] * 4 + [_P], None),
     "im2row": ([_P, _P, _P] + _GEOM + [_I, _I], None),
     "col2im": ([_P, _P, _I] + _GEOM + [_I, _I], None),
     "rows_to_nchw": ([_P, _P, _P] + [_I] * 4, None),
@@ -679,7 +751,7 @@ def _load() -> dict[tuple[str, np.dtype], Any]:
                 if lib is not None:
                     funcs.update(cfused.typed_functions(lib, _SIGNATURES))
                     fn = lib.im2col_gather_f32
-                    fn.argtypes, fn.restype = [_P, _I, _P] + _GEOM + [_I, _I, _P, _P], \
+                    fn.argtypes, fn.restype = [_P, _I, _P] + _GEOM + [_I] * 4 + [_P, _P], \
                         ctypes.c_int
                     funcs["gather", np.dtype(np.float32)] = fn
                     for b in BLOCKS:
@@ -694,9 +766,12 @@ def _load() -> dict[tuple[str, np.dtype], Any]:
                         fn.argtypes, fn.restype = [_P] * 5 + [_I] * 14, ctypes.c_int
                         funcs[f"ibwd{v}", np.dtype(np.float32)] = fn
                         fn = getattr(lib, f"iwgrad_v{v}")
-                        fn.argtypes, fn.restype = [_P, _P, _I, _P, _P, _P] + [_I] * 7, \
+                        fn.argtypes, fn.restype = [_P, _P, _I, _P, _P, _P] + [_I] * 9, \
                             ctypes.c_int
                         funcs[f"iwgrad{v}", np.dtype(np.float32)] = fn
+                        fn = getattr(lib, f"iwgradx_v{v}")
+                        fn.argtypes, fn.restype = [_P] * 6 + [_I] * 20, ctypes.c_int
+                        funcs[f"iwgradx{v}", np.dtype(np.float32)] = fn
                         fn = getattr(lib, f"pack_t_v{v}")
                         fn.argtypes, fn.restype = [_P] * 2 + [_I] * 2, None
                         funcs[f"pack{v}", np.dtype(np.float32)] = fn
@@ -773,12 +848,17 @@ def _fn(name: str, dt: np.dtype) -> Any:
 
 
 def im2col(cols: np.ndarray, x: np.ndarray, n0: int, n1: int, g: Geometry,
-           stream: bool = False) -> None:
+           stream: bool = False, channels: tuple[int, int] | None = None) -> None:
     """cols ((C*kh*kw, (n1-n0)*OH*OW), unit column stride) = im2col of x[n0:n1];
-    ``stream``: by non-temporal stores (cols not read again soon)."""
+    ``stream``: by non-temporal stores (cols not read again soon); ``channels``
+    (c0, c1): only those channels' rows, cols then ((c1-c0)*kh*kw, ...)."""
     dt = x.dtype
     _check_images(x, dt, (g.c, g.h, g.w), n1, "x")
-    ld = _check_matrix(cols, dt, g.k, (n1 - n0) * g.p, "cols", True)
+    c0, c1 = (0, g.c) if channels is None else channels
+    if not 0 <= c0 < c1 <= g.c or not 0 <= n0 <= n1:
+        raise ValueError(f"cconv: im2col of channels {c0}..{c1}, images {n0}..{n1} "
+                         f"does not fit {g.c} channels")
+    ld = _check_matrix(cols, dt, (c1 - c0) * g.kh * g.kw, (n1 - n0) * g.p, "cols", True)
     stage = np.empty(max(g.p, 256 + g.p), dt) if stream else None
     sp = None if stage is None else stage.ctypes.data
     if (g.sw > 1 or g.ow < 16) and 16 <= g.p <= GATHER_MAX_P and g.h * g.w < 1 << 31 and \
@@ -786,10 +866,10 @@ def im2col(cols: np.ndarray, x: np.ndarray, n0: int, n1: int, g: Geometry,
         # short or strided output rows: the gathers (DCGAN's 64-128 layer, 4x4
         # outputs at stride 2: 0.55 -> 0.23 ms; its 32-64, 8x8: 0.70 -> 0.44)
         idx = np.empty(g.kh * g.kw * g.p, np.int32)
-        if _fn("gather", dt)(cols.ctypes.data, ld, x.ctypes.data, *g.args(n0, n1), sp,
-                             idx.ctypes.data) == 1:
+        if _fn("gather", dt)(cols.ctypes.data, ld, x.ctypes.data, *g.args(n0, n1), c0, c1,
+                             sp, idx.ctypes.data) == 1:
             return
-    _fn("im2col", dt)(cols.ctypes.data, ld, x.ctypes.data, *g.args(n0, n1), sp)
+    _fn("im2col", dt)(cols.ctypes.data, ld, x.ctypes.data, *g.args(n0, n1), c0, c1, sp)
 
 
 def scratch(g: Geometry, dt: np.dtype) -> np.ndarray:
@@ -974,6 +1054,35 @@ def implicit_conv(out: np.ndarray, x: np.ndarray, wpk: np.ndarray, nv: int,
         raise RuntimeError("cconv: the implicit GEMM did not run")
 
 
+def implicit_weight_grad_x(dwt: np.ndarray, g: np.ndarray, x: np.ndarray, nv: int,
+                           geo: Geometry, c0: int, c1: int) -> None:
+    """``implicit_weight_grad`` over all of g's images with cols formed from x as
+    it goes (rows of the channels c0 .. c1): the same bits, no im2col matrix."""
+    dt = np.dtype(np.float32)
+    if not direct_available(dt) or nv not in [v for v, _ in TILES]:
+        raise ValueError("cconv: the implicit weight gradient takes float32 on AVX-512")
+    n, oc = g.shape[:2]
+    _check_images(g, dt, (oc, geo.oh, geo.ow), n, "g")
+    _check_images(x, dt, (geo.c, geo.h, geo.w), n, "x")
+    nblk = -(-oc // (16 * nv))
+    if dwt.dtype != dt or not dwt.flags.c_contiguous or dwt.shape != (nblk, geo.k, 16 * nv) or \
+            not dwt.flags.writeable or not 0 <= c0 < c1 <= geo.c:
+        raise ValueError(f"cconv: dwt {dwt.shape} or channels {c0}..{c1} do not fit")
+    hs = (geo.oh - 1) * geo.sh + (geo.kh - 1) * geo.dh + 1
+    ws = (geo.ow - 1) * geo.sw + (geo.kw - 1) * geo.dw + 1
+    q = weight_grad_chunk(nv)
+    images = 1 if geo.p >= q else min(n, q // geo.p)  # (the C loop's G, at most n)
+    xp = np.empty(max(1, images) * (c1 - c0) * hs * ws, dt)
+    gt = np.empty(q * 16 * nv, dt)
+    koff = np.empty(q, np.int64)
+    done = _fn(f"iwgradx{nv}", dt)(dwt.ctypes.data, x.ctypes.data, xp.ctypes.data,
+                                   g.ctypes.data, gt.ctypes.data, koff.ctypes.data, 0, n,
+                                   geo.c, geo.h, geo.w, oc, geo.kh, geo.kw, geo.oh, geo.ow,
+                                   geo.sh, geo.sw, geo.pt, geo.pl, geo.dh, geo.dw, q, c0, c1, 0)
+    if done != 1:
+        raise RuntimeError("cconv: the implicit weight gradient did not run")
+
+
 def pack_phases(weight: np.ndarray, sh: int, sw: int, nv: int) -> np.ndarray:
     """The (OC, C, kh, kw) weight as ``implicit_input_grad`` reads it: for each
     phase (a, b) in row-major order, rows (o, ti, tj) = weight[o, :, a + ti * sh,
@@ -1030,27 +1139,32 @@ def weight_grad_chunk(nv: int) -> int:
 
 
 def implicit_weight_grad(dwt: np.ndarray, g: np.ndarray, cols: np.ndarray, nv: int,
-                         k0: int, k1: int) -> None:
+                         k0: int, k1: int, more: bool = False, kc: int = 0) -> None:
     """dwt[:, k0:k1] ((blocks, K, 16 * nv), float32) = cols[k0:k1] @ g's (N*P, OC)
     transpose, blocks of 16 * nv channels (zero past OC): the weight gradient
     transposed, by the implicit GEMM's tile (the reduction over positions in
-    order, image by image)."""
+    order, image by image). ``more``: dwt holds the sums over earlier images
+    (this function's, on their g and cols) and these are added on in order, so
+    that images taken a chunk a call give the bits of one call over all. ``kc``:
+    cols holds only the rows kc .. kc + len(cols) of the matrix (k0..k1 among them)."""
     dt = np.dtype(np.float32)
     if not direct_available(dt):
         raise ValueError("cconv: the implicit weight gradient takes float32 on AVX-512")
     n, oc = g.shape[:2]
     p = int(np.prod(g.shape[2:], dtype=np.int64))
     _check_images(g, dt, tuple(g.shape[1:]), n, "g")
-    k = cols.shape[0]
-    ld = _check_matrix(cols, dt, k, n * p, "cols")
+    k = dwt.shape[1] if dwt.ndim == 3 else -1
+    ld = _check_matrix(cols, dt, cols.shape[0] if cols.ndim == 2 else -1, n * p, "cols")
     nblk = -(-oc // (16 * nv))
     if dwt.dtype != dt or not dwt.flags.c_contiguous or dwt.shape != (nblk, k, 16 * nv) or \
-            not dwt.flags.writeable or not 0 <= k0 <= k1 <= k:
-        raise ValueError(f"cconv: dwt {dwt.shape} does not fit")
+            not dwt.flags.writeable or not 0 <= kc <= k0 <= k1 <= min(k, kc + cols.shape[0]):
+        raise ValueError(f"cconv: dwt {dwt.shape}, rows {k0}..{k1} of cols from {kc} "
+                         f"{cols.shape} do not fit")
     q = weight_grad_chunk(nv)
     gt = np.empty(q * 16 * nv, dt)
     koff = np.empty(q, np.int64)
     done = _fn(f"iwgrad{nv}", dt)(dwt.ctypes.data, cols.ctypes.data, ld, g.ctypes.data,
-                                  gt.ctypes.data, koff.ctypes.data, n, oc, p, k, q, k0, k1)
+                                  gt.ctypes.data, koff.ctypes.data, n, oc, p, k, q, k0, k1,
+                                  int(more), kc)
     if done != 1:
         raise RuntimeError("cconv: the implicit weight gradient did not run")

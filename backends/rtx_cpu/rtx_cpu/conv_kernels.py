@@ -191,7 +191,7 @@ def _contig(a: np.ndarray | None) -> np.ndarray | None:
     return None if a is None else np.ascontiguousarray(a)
 
 
-def _c_conv2d(out: np.ndarray, cols: np.ndarray, x: np.ndarray, weight: np.ndarray,
+def _c_conv2d(out: np.ndarray, cols: np.ndarray | None, x: np.ndarray, weight: np.ndarray,
               bias: np.ndarray | None, stride: tuple[int, int],
               padding: tuple[int, int, int, int], dilation: tuple[int, int],
               rows_major: bool) -> None:
@@ -217,11 +217,15 @@ def _c_conv2d(out: np.ndarray, cols: np.ndarray, x: np.ndarray, weight: np.ndarr
         if rows_major:
             rows = np.empty((nb * p, k), x.dtype)
             buf = cconv.scratch(geo, x.dtype)
+        elif cols is None:
+            own = np.empty((k, nb * p), x.dtype)  # (the chunk's im2col, for the product)
         for b0 in range(lo, hi, nb):
             b1 = min(hi, b0 + nb)
             m = b1 - b0
-            cb = cols[:, b0 * p:b1 * p]
-            cconv.im2col(cb, x, b0, b1, geo)
+            cb = own[:, :m * p] if cols is None and not rows_major else \
+                None if cols is None else cols[:, b0 * p:b1 * p]
+            if cb is not None:
+                cconv.im2col(cb, x, b0, b1, geo)
             if rows_major:
                 rb = rows[:m * p]
                 cconv.im2row(rb, buf, x, b0, b1, geo)
@@ -372,10 +376,10 @@ _IMPLICIT_MIN_K = 16
 
 
 def _c_implicit(out: np.ndarray, x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
-                geo: cconv.Geometry, cols: np.ndarray) -> None:
+                geo: cconv.Geometry, cols: np.ndarray | None) -> None:
     """out = conv2d of x (any stride) by cconv's implicit GEMM, an image at a time
-    (over the threads in runs of images), cols filled with x's im2col by the
-    same parts."""
+    (over the threads in runs of images), cols (where given) filled with x's
+    im2col by the same parts."""
     n, oc = x.shape[0], weight.shape[0]
     nv = cconv.vectors(oc, geo.p)
     wpk = cconv.pack_weight(weight, nv)
@@ -386,7 +390,8 @@ def _c_implicit(out: np.ndarray, x: np.ndarray, weight: np.ndarray, bias: np.nda
     def part(lo: int, hi: int) -> None:
         for b0 in range(lo, hi, nb):
             b1 = min(hi, b0 + nb)
-            cconv.im2col(cols[:, b0 * p:b1 * p], x, b0, b1, geo, stream=True)
+            if cols is not None:
+                cconv.im2col(cols[:, b0 * p:b1 * p], x, b0, b1, geo, stream=True)
             cconv.implicit_conv(out, x, wpk, nv, bpk, b0, b1, geo)
 
     _over_images(part, n, nb, oc * geo.k * p * n)
@@ -410,12 +415,13 @@ def _c_implicit_input_grad(dx: np.ndarray, g: np.ndarray, weight: np.ndarray,
     _over_images(part, n, nb, oc * geo.k * geo.p * n)
 
 
-def conv2d(out: np.ndarray, cols: np.ndarray, x: np.ndarray, weight: np.ndarray,
+def conv2d(out: np.ndarray, cols: np.ndarray | None, x: np.ndarray, weight: np.ndarray,
            bias: np.ndarray | None, stride: tuple[int, int], padding: tuple[int, int, int, int],
            dilation: tuple[int, int]) -> None:
     """out (N, OC, OH, OW) = weight (OC, C, kh, kw) cross-correlated with x (N, C, H, W)
     padded by ``padding`` (top, bottom, left, right) with zeros, plus bias (OC,);
-    cols (C*kh*kw, N*OH*OW) receives the im2col matrix (the weight gradient's input).
+    cols (C*kh*kw, N*OH*OW) receives the im2col matrix (the weight gradient's input),
+    or is None: nothing needs it (``conv2d_weight_grad_x`` takes x instead).
     With cconv's loops (float32/float64, a C compiler): the direct convolution
     (float32, stride 1, rows of 16 or more), else the implicit GEMM (float32, 16
     output channels, positions and steps or more), else cconv's im2col around
@@ -424,8 +430,8 @@ def conv2d(out: np.ndarray, cols: np.ndarray, x: np.ndarray, weight: np.ndarray,
     (``_conv2d_rows``), else ``W @ cols`` (``_conv2d_cols``)."""
     rows_major = tuple(stride) == (1, 1) and weight.shape[0] >= _ROWS_MIN_OC and \
         weight.shape[1] >= _ROWS_MIN_C
-    if _c_ready(x, weight, bias, out, cols) and _c_writable(out) and \
-            cols.strides[1] == cols.itemsize and cols.flags.writeable:
+    if _c_ready(x, weight, bias, out, cols) and _c_writable(out) and (cols is None or (
+            cols.strides[1] == cols.itemsize and cols.flags.writeable)):
         n, c, h, w = x.shape
         oc, _, kh, kw = weight.shape
         geo = cconv.Geometry(c, h, w, kh, kw, out.shape[2], out.shape[3], stride,
@@ -445,7 +451,7 @@ def conv2d(out: np.ndarray, cols: np.ndarray, x: np.ndarray, weight: np.ndarray,
         _conv2d_cols(out, cols, x, weight, bias, stride, padding, dilation)
 
 
-def _conv2d_cols(out: np.ndarray, cols: np.ndarray, x: np.ndarray, weight: np.ndarray,
+def _conv2d_cols(out: np.ndarray, cols: np.ndarray | None, x: np.ndarray, weight: np.ndarray,
                  bias: np.ndarray | None, stride: tuple[int, int],
                  padding: tuple[int, int, int, int], dilation: tuple[int, int]) -> None:
     """conv2d as W (OC, C*kh*kw) @ a chunk's compact im2col matrix, which is then
@@ -484,7 +490,8 @@ def _conv2d_cols(out: np.ndarray, cols: np.ndarray, x: np.ndarray, weight: np.nd
                     np.copyto(out[b0:b1], y, casting="unsafe")
                 else:
                     np.add(y, b3, out=out[b0:b1], casting="unsafe")
-            np.copyto(cols[:, b0 * p:b1 * p], cb, casting="unsafe")
+            if cols is not None:
+                np.copyto(cols[:, b0 * p:b1 * p], cb, casting="unsafe")
 
     _over_images(part, n, nb, oc * k * p * n)
 
@@ -540,7 +547,7 @@ def _input_grad_correlate_rows(dx: np.ndarray, g: np.ndarray, weight: np.ndarray
     _over_images(part, n, nb, c * k * p * n)
 
 
-def _conv2d_rows(out: np.ndarray, cols: np.ndarray, x: np.ndarray, weight: np.ndarray,
+def _conv2d_rows(out: np.ndarray, cols: np.ndarray | None, x: np.ndarray, weight: np.ndarray,
                  bias: np.ndarray | None, stride: tuple[int, int],
                  padding: tuple[int, int, int, int], dilation: tuple[int, int]) -> None:
     """conv2d with the product positions-major: a chunk's im2col rows (one per
@@ -557,7 +564,7 @@ def _conv2d_rows(out: np.ndarray, cols: np.ndarray, x: np.ndarray, weight: np.nd
     wt = _work(weight.dtype)
     wr = np.ascontiguousarray(weight.transpose(2, 3, 1, 0), wt).reshape(k, oc)
     nb = _chunk(n, k * p)
-    cols6 = cols.reshape(c, kh, kw, n, oh, ow)
+    cols6 = None if cols is None else cols.reshape(c, kh, kw, n, oh, ow)
     b3 = None if bias is None else bias.reshape(oc, 1, 1)
 
     def part(lo: int, hi: int) -> None:
@@ -569,7 +576,8 @@ def _conv2d_rows(out: np.ndarray, cols: np.ndarray, x: np.ndarray, weight: np.nd
             b1 = min(hi, b0 + nb)
             m = b1 - b0
             xb = x[b0:b1] if padder is None else padder.fill(x[b0:b1])
-            np.copyto(cols6[:, :, :, b0:b1], _windows(xb, kh, kw, oh, ow, stride, dilation))
+            if cols6 is not None:
+                np.copyto(cols6[:, :, :, b0:b1], _windows(xb, kh, kw, oh, ow, stride, dilation))
             np.copyto(xc[:m], xb.transpose(0, 2, 3, 1), casting="unsafe")
             rb = rows[:m * p]
             np.copyto(rb.reshape(m, oh, ow, kh, kw, c),
@@ -848,7 +856,61 @@ def conv2d_weight_grad(dweight: np.ndarray, g: np.ndarray, cols: np.ndarray) -> 
     np.copyto(dweight, d.reshape(dweight.shape), casting="unsafe")
 
 
+def conv2d_weight_grad_x(dweight: np.ndarray, g: np.ndarray, x: np.ndarray,
+                         stride: tuple[int, int], padding: tuple[int, int, int, int],
+                         dilation: tuple[int, int]) -> None:
+    """dweight (OC, C, kh, kw) = conv2d's weight gradient for output gradient g (N,
+    OC, OH, OW) and input x (N, C, H, W), with x's im2col formed here a chunk of
+    images at a time (conv2d then writes no cols: for superres' 64-64 layer 38 MB
+    a step that went to memory and back). The bits are conv2d_weight_grad's of
+    conv2d's cols: the C tile's sums run over the positions in order and carry
+    from chunk to chunk; the other forms take the whole matrix as before."""
+    n, oc, oh, ow = g.shape
+    _, c, kh, kw = dweight.shape
+    k, p = c * kh * kw, oh * ow
+    if n == 0 or p == 0:
+        dweight[...] = 0
+        return
+    geo = cconv.Geometry(c, x.shape[2], x.shape[3], kh, kw, oh, ow, stride,
+                         (padding[0], padding[2]), dilation) if _c_ready(g, x, dweight) else None
+    if geo is not None and oc >= _WGRAD_MIN_OC and k >= _WGRAD_MIN_K and \
+            cconv.direct_available(g.dtype) and dweight.flags.writeable:
+        _c_weight_grad_x(dweight, np.ascontiguousarray(g), np.ascontiguousarray(x), geo)
+        return
+    cols = np.empty((k, n * p), x.dtype)
+    if geo is not None and p >= _C_IM2COL_MIN_P:
+        xc = np.ascontiguousarray(x)
+        _over_images(lambda lo, hi: cconv.im2col(cols[:, lo * p:hi * p], xc, lo, hi, geo),
+                     n, 1, oc * k * p * n)
+    else:
+        xp = _Padder(n, c, x.shape[2], x.shape[3], padding, x.dtype).fill(x) \
+            if any(padding) else x
+        np.copyto(cols.reshape(c, kh, kw, n, oh, ow),
+                  _windows(xp, kh, kw, oh, ow, stride, dilation))
+    conv2d_weight_grad(dweight, g, cols)
+
+
+def _c_weight_grad_x(dweight: np.ndarray, g: np.ndarray, x: np.ndarray,
+                     geo: cconv.Geometry) -> None:
+    """``_c_weight_grad`` reading x itself (``cconv.implicit_weight_grad_x``: each
+    image padded once, no im2col matrix), the input channels split over the
+    threads (each row's sums are the same whoever computes them)."""
+    n, oc = g.shape[:2]
+    c, k, p = geo.c, geo.k, geo.p
+    nv = cconv.vectors(oc)
+    dwt = np.empty((-(-oc // (16 * nv)), k, 16 * nv), np.float32)
+    t = threads()
+    parts = 1 if t <= 1 or oc * k * p * n < _SPLIT_MIN or in_pool() else min(t, c)
+    if parts <= 1:
+        cconv.implicit_weight_grad_x(dwt, g, x, nv, geo, 0, c)
+    else:
+        _run(lambda c0, c1: cconv.implicit_weight_grad_x(dwt, g, x, nv, geo, c0, c1),
+             _bounds(c, parts))
+    d = dwt.transpose(0, 2, 1).reshape(-1, k)[:oc]
+    np.copyto(dweight, d.reshape(dweight.shape))
+
+
 KERNELS: dict[str, Any] = {
     "conv2d": conv2d, "conv2d_input_grad": conv2d_input_grad,
-    "conv2d_weight_grad": conv2d_weight_grad,
+    "conv2d_weight_grad": conv2d_weight_grad, "conv2d_weight_grad_x": conv2d_weight_grad_x,
 }

@@ -19,6 +19,7 @@ from ... import dtype as D
 from ...amp.autocast_mode import autocast_inputs, regions as _autocast_regions
 from ...autograd.function import Function
 from ...autograd.grad_mode import _state, enable_grad
+from ..._tracing import is_tracing
 from ...ops.core import empty, own_kernel, view_of
 from ...ops.creation import tensor, zeros
 from ...ops.linalg import matmul
@@ -148,6 +149,13 @@ def _conv2d_kernels(x: Tensor, weight: Tensor, bias: Tensor | None) -> Any:
     return None if None in ks else ks
 
 
+def _weight_grad_x(x: Tensor) -> Any:
+    """The backend's conv2d_weight_grad_x for x's dtype, or None. With it, conv2d
+    writes no im2col matrix (cols None): the weight's gradient takes x. A traced
+    graph keeps the cols form (its kernel nodes have fixed outputs)."""
+    return None if is_tracing() else own_kernel(x._device, "conv2d_weight_grad_x", x._dtype)
+
+
 def _recorded_vjps(conv: Any, x: Tensor, weight: Tensor, g: Tensor, need_x: bool,
                    need_w: bool) -> tuple[Tensor | None, Tensor | None]:
     """A kernel backward under create_graph: the gradients of the core's
@@ -182,9 +190,11 @@ class _Conv2dKernel(Function):
         oh, ow = out_hw
         dev, dt = x._device, x._dtype
         out = empty((n, oc, oh, ow), dt, dev)
-        cols = empty((c * kh * kw, n * oh * ow), dt, dev)
+        ctx.weight_grad_x = _weight_grad_x(x)
+        cols = None if ctx.weight_grad_x is not None else \
+            empty((c * kh * kw, n * oh * ow), dt, dev)
         kern = _conv2d_kernels(x, weight, bias)[0]
-        kern(out._h, cols._h, view_of(x), view_of(weight),
+        kern(out._h, None if cols is None else cols._h, view_of(x), view_of(weight),
              None if bias is None else view_of(bias), stride, pads, dilation)
         ctx.cols = cols
         ctx.save_for_backward(x, weight)
@@ -209,7 +219,10 @@ class _Conv2dKernel(Function):
                 input_grad(dx._h, view_of(g), view_of(weight), stride, pads, dilation)
             if need_w:
                 dw = empty(weight._shape, weight._dtype, weight._device)
-                weight_grad(dw._h, view_of(g), view_of(ctx.cols))
+                if ctx.cols is None:
+                    ctx.weight_grad_x(dw._h, view_of(g), view_of(x), stride, pads, dilation)
+                else:
+                    weight_grad(dw._h, view_of(g), view_of(ctx.cols))
         if need_b:
             db = g.sum((0, 2, 3))
         return dx, dw, db, None, None, None, None
@@ -489,6 +502,17 @@ class _ConvTranspose2dKernel(Function):
             if g._dtype is not x._dtype:
                 g = g.to(x._dtype)
             n, oc = x._shape[0], weight._shape[1]
+            weight_grad_x = _weight_grad_x(x)
+            if weight_grad_x is not None:  # (g's im2col formed by the weight's gradient)
+                if need_x:
+                    dx = empty(x._shape, x._dtype, x._device)
+                    conv(dx._h, None, view_of(g), view_of(weight), None, stride, pads, dilation)
+                if need_w:
+                    dw = empty(weight._shape, weight._dtype, weight._device)
+                    weight_grad_x(dw._h, view_of(x), view_of(g), stride, pads, dilation)
+                if need_b:
+                    db = g.sum((0, 2, 3))
+                return dx, dw, db, None, None, None, None
             dxt = empty(x._shape, x._dtype, x._device)
             cols = empty((oc * kh * kw, n * h * w), x._dtype, x._device)
             conv(dxt._h, cols._h, view_of(g), view_of(weight), None, stride, pads, dilation)
