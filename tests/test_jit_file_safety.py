@@ -709,7 +709,10 @@ def _as_weight_grad_x(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_a_weight_gradient_from_x_node_loads_and_runs_on_every_device(tmp_path, device):
-    """rtx_cpu's kernel; elsewhere the core's decomposition (im2col and a matmul)."""
+    """The tracer keeps the cols form; a file's conv2d_weight_grad_x node runs as
+    rtx_cpu's kernel, elsewhere as the core's decomposition (im2col, a matmul)."""
+    ops = [n["op"] for n in CONV_DOC["nodes"]]
+    assert "conv2d_weight_grad" in ops and "conv2d_weight_grad_x" not in ops
     g = rc.jit.load(_write(tmp_path / "wgx.rtxg", _as_weight_grad_x(CONV_DOC), CONV_DATA))
     assert "conv2d_weight_grad_x" in {n.op for n in g.graph.nodes}
     got = g(CONV_X.to(device))
