@@ -159,10 +159,10 @@ def test_the_weight_gradient_kernels_refuse_ranges_off_their_arrays():
     for c0, c1 in ((4, 4), (-1, 3), (0, 17)):
         with pytest.raises(ValueError, match="do not fit"):
             cconv.implicit_weight_grad_x(dwt, g, x, nv, geo, c0, c1)
-    cols = np.empty((18, 64 * geo.p), np.float32)
-    for k0, k1, kc in ((0, 18, 9), (9, 30, 9), (0, geo.k + 1, 0)):
+    cols = np.empty((geo.k, 64 * geo.p), np.float32)
+    for k0, k1 in ((9, 3), (-1, 18), (0, geo.k + 1)):
         with pytest.raises(ValueError, match="do not fit"):
-            cconv.implicit_weight_grad(dwt, g, cols, nv, k0, k1, kc=kc)
+            cconv.implicit_weight_grad(dwt, g, cols, nv, k0, k1)
 
 
 def _train(make, x, steps=3):
@@ -236,3 +236,34 @@ def test_inference_writes_no_cols(monkeypatch):
     with rc.no_grad():
         y = conv(rc.randn(2, 3, 6, 6))
     assert seen == [None] and y.shape == (2, 8, 6, 6)
+
+
+def test_a_kernel_gone_before_the_backward_leaves_the_core_s_im2col(monkeypatch):
+    """The forward wrote no cols; if the backend's table lost the kernel since
+    (fallback mode, a reload), the weight's gradient is conv2d_weight_grad of the
+    core's im2col of x: the same values."""
+    rc.manual_seed(0)
+    conv = nn.Conv2d(16, 32, 3, padding=1)
+    x = rc.randn(3, 16, 6, 6)
+    conv(x).square().sum().backward()
+    want = conv.weight.grad.numpy().copy()
+    conv.weight.grad = None
+    y = conv(x)
+    monkeypatch.delitem(x.device.kernels, "conv2d_weight_grad_x")
+    y.square().sum().backward()
+    np.testing.assert_allclose(conv.weight.grad.numpy(), want, rtol=1e-5, atol=1e-4)
+
+
+def test_only_small_index_grids_are_kept():
+    from rtx_cpu import kernels as K
+
+    K._GRIDS.clear()
+    x = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+    small = np.zeros((3, 1), np.int64)
+    K.gather(np.empty((3, 1), np.float32), x, 1, small)
+    assert ((3, 1), 1) in K._GRIDS
+    n = K._GRID_MAX + 1
+    big = np.zeros((n, 1), np.int64)
+    out = np.empty((n, 1), np.float32)
+    K.gather(out, np.broadcast_to(x[:1], (n, 4)), 1, big)
+    assert ((n, 1), 1) not in K._GRIDS and (out == 0).all()

@@ -731,3 +731,45 @@ def test_a_weight_gradient_from_x_node_off_its_contract_is_refused(tmp_path, cha
     doc = _as_weight_grad_x(CONV_DOC)
     change(_node(doc, "conv2d_weight_grad_x"))
     _refused(tmp_path, doc, CONV_DATA, match=match)
+
+
+def test_the_im2col_matrix_of_a_weight_gradient_from_x_counts_against_the_limit(
+        tmp_path, monkeypatch):
+    """A backend may form the whole im2col matrix for the node (rtx_cpu's NumPy
+    forms, the core's decomposition): a file can't ask for more memory that way
+    than its buffers may hold (a 1x1 input padded by 383 a side would be 64 GiB)."""
+    doc = _as_weight_grad_x(CONV_DOC)
+    cols = 27 * 50 * 4  # (C*kh*kw, N*OH*OW) float32 of the step's conv
+    limit = _buffer_bytes(CONV_DOC) + cols - 1
+    monkeypatch.setenv("RTX_GRAPH_MAX_BYTES", str(limit))
+    rc.jit.load(_write(tmp_path / "cols.rtxg", CONV_DOC, CONV_DATA))
+    _refused(tmp_path, doc, CONV_DATA, match=r"buffers hold \d+ bytes together, more than "
+                                                  rf"the limit of {limit}")
+    monkeypatch.setenv("RTX_GRAPH_MAX_BYTES", str(limit + 1))
+    rc.jit.load(_write(tmp_path / "x.rtxg", doc, CONV_DATA))
+
+
+def _buffer_bytes(doc: dict[str, Any]) -> int:
+    """What a document's buffers hold together (the validator's count)."""
+    from rtxcore.jit.node_checks import _Nodes
+
+    values = V._values(doc["values"])
+    return _Nodes(values, V._limits()).check(doc["nodes"]).bytes
+
+
+def test_a_backward_traced_after_an_untraced_forward_records_the_weight_gradient():
+    """The forward wrote no cols; the traced backward's weight gradient from x is
+    a recorded node, so a replay computes it (it was not looked up before)."""
+    import rtxcore.nn as nn
+
+    rc.manual_seed(0)
+    conv = nn.Conv2d(16, 32, 3, padding=1)
+    y = conv(rc.randn(2, 16, 6, 6))
+
+    def step(g):
+        return rc.autograd.grad(y, conv.weight, g, retain_graph=True)[0]
+
+    t = rc.jit.trace(step, rc.randn(*y.shape))
+    assert "conv2d_weight_grad_x" in [n.op for n in t.graph.nodes]
+    g2 = rc.randn(*y.shape)
+    np.testing.assert_allclose(t(g2).numpy(), step(g2).numpy(), rtol=1e-6, atol=1e-5)

@@ -590,9 +590,14 @@ class _Kernel:
         self.arity(5)
         dw = self.outs[0]
         g, x = self.ref(0, "g"), self.ref(1, "x")
-        so = self._conv_out(self.shape(x), self.shape(dw), *self._conv_params(2))
+        sw = self.shape(dw)
+        so = self._conv_out(self.shape(x), sw, *self._conv_params(2))
         self.same_shape(g, so, "g")
         self.out_dtype(dw, (g, "g"), (x, "x"))
+        # the im2col matrix a backend may form for it (the cols form's graph holds
+        # it as a value): counted with the graph's buffers against their limit
+        self.n.bytes += sw[1] * sw[2] * sw[3] * so[0] * so[2] * so[3] * \
+            DTYPES[self.dtype(x)].itemsize
 
     def k_sort(self) -> None:
         self.arity(3)

@@ -627,12 +627,10 @@ static void wtile_v{NV}(const float *const *xr, const int64_t *koff, const float
    order) of cols[k][q] * g[n, o, p], q = n * P + p, one fused multiply-add a term,
    for the rows k in [k0, k1). The positions are taken Q at a time: gt holds their g
    transposed, (Q, 16 * NV), and each tile of R rows of cols carries its
-   accumulators from chunk to chunk through dwt. koff: Q int64s. more: dwt holds
-   the sums of earlier positions (a previous call's, over earlier images) to go on
-   from, in the same order. cols holds the rows from kc on (kc <= k0). */
+   accumulators from chunk to chunk through dwt. koff: Q int64s. */
 int iwgrad_v{NV}(float *dwt, const float *cols, int64_t ld, const float *g, float *gt,
                  int64_t *koff, int64_t N, int64_t OC, int64_t P, int64_t K, int64_t Q,
-                 int64_t k0, int64_t k1, int64_t more, int64_t kc) {
+                 int64_t k0, int64_t k1) {
 #ifndef __AVX512F__
     return 0;
 #else
@@ -647,9 +645,9 @@ int iwgrad_v{NV}(float *dwt, const float *cols, int64_t ld, const float *g, floa
             for (int64_t kt = k0; kt < k1; kt += {R}) {
                 int64_t kr = k1 - kt < {R} ? k1 - kt : {R};
                 for (int r = 0; r < {R}; r++)
-                    xr[r] = cols + (kt - kc + (r < kr ? r : kr - 1)) * ld + q0;
+                    xr[r] = cols + (kt + (r < kr ? r : kr - 1)) * ld + q0;
                 /* (accumulators in dwt already past the first positions) */
-                wtile_v{NV}(xr, koff, gt, qn, dwt + (blk * K + kt) * CB, kr, q0 > 0 || more);
+                wtile_v{NV}(xr, koff, gt, qn, dwt + (blk * K + kt) * CB, kr, q0 > 0);
             }
         }
     }
@@ -766,7 +764,7 @@ def _load() -> dict[tuple[str, np.dtype], Any]:
                         fn.argtypes, fn.restype = [_P] * 5 + [_I] * 14, ctypes.c_int
                         funcs[f"ibwd{v}", np.dtype(np.float32)] = fn
                         fn = getattr(lib, f"iwgrad_v{v}")
-                        fn.argtypes, fn.restype = [_P, _P, _I, _P, _P, _P] + [_I] * 9, \
+                        fn.argtypes, fn.restype = [_P, _P, _I, _P, _P, _P] + [_I] * 7, \
                             ctypes.c_int
                         funcs[f"iwgrad{v}", np.dtype(np.float32)] = fn
                         fn = getattr(lib, f"iwgradx_v{v}")
@@ -1139,32 +1137,27 @@ def weight_grad_chunk(nv: int) -> int:
 
 
 def implicit_weight_grad(dwt: np.ndarray, g: np.ndarray, cols: np.ndarray, nv: int,
-                         k0: int, k1: int, more: bool = False, kc: int = 0) -> None:
+                         k0: int, k1: int) -> None:
     """dwt[:, k0:k1] ((blocks, K, 16 * nv), float32) = cols[k0:k1] @ g's (N*P, OC)
     transpose, blocks of 16 * nv channels (zero past OC): the weight gradient
     transposed, by the implicit GEMM's tile (the reduction over positions in
-    order, image by image). ``more``: dwt holds the sums over earlier images
-    (this function's, on their g and cols) and these are added on in order, so
-    that images taken a chunk a call give the bits of one call over all. ``kc``:
-    cols holds only the rows kc .. kc + len(cols) of the matrix (k0..k1 among them)."""
+    order, image by image)."""
     dt = np.dtype(np.float32)
     if not direct_available(dt):
         raise ValueError("cconv: the implicit weight gradient takes float32 on AVX-512")
     n, oc = g.shape[:2]
     p = int(np.prod(g.shape[2:], dtype=np.int64))
     _check_images(g, dt, tuple(g.shape[1:]), n, "g")
-    k = dwt.shape[1] if dwt.ndim == 3 else -1
-    ld = _check_matrix(cols, dt, cols.shape[0] if cols.ndim == 2 else -1, n * p, "cols")
+    k = cols.shape[0]
+    ld = _check_matrix(cols, dt, k, n * p, "cols")
     nblk = -(-oc // (16 * nv))
     if dwt.dtype != dt or not dwt.flags.c_contiguous or dwt.shape != (nblk, k, 16 * nv) or \
-            not dwt.flags.writeable or not 0 <= kc <= k0 <= k1 <= min(k, kc + cols.shape[0]):
-        raise ValueError(f"cconv: dwt {dwt.shape}, rows {k0}..{k1} of cols from {kc} "
-                         f"{cols.shape} do not fit")
+            not dwt.flags.writeable or not 0 <= k0 <= k1 <= k:
+        raise ValueError(f"cconv: dwt {dwt.shape} or rows {k0}..{k1} do not fit")
     q = weight_grad_chunk(nv)
     gt = np.empty(q * 16 * nv, dt)
     koff = np.empty(q, np.int64)
     done = _fn(f"iwgrad{nv}", dt)(dwt.ctypes.data, cols.ctypes.data, ld, g.ctypes.data,
-                                  gt.ctypes.data, koff.ctypes.data, n, oc, p, k, q, k0, k1,
-                                  int(more), kc)
+                                  gt.ctypes.data, koff.ctypes.data, n, oc, p, k, q, k0, k1)
     if done != 1:
         raise RuntimeError("cconv: the implicit weight gradient did not run")

@@ -114,13 +114,14 @@ def _scatter_add_wide(out: np.ndarray, dim: int, index: np.ndarray, src: np.ndar
 _GRIDS: dict[tuple[tuple[int, ...], int], tuple[Any, ...]] = {}
 
 
+_GRID_MAX = 1 << 16  # elements of a kept grid's aranges (a larger one is made each call)
+
+
 def _grid(index: np.ndarray, dim: int) -> tuple[Any, ...]:
     """(arange along each dim but ``dim``, shaped to broadcast; index along dim)."""
     key = (index.shape, dim)
     g = _GRIDS.get(key)
     if g is None:
-        if len(_GRIDS) >= 256:
-            _GRIDS.clear()
         nd = index.ndim
         parts = []
         for d, n in enumerate(index.shape):
@@ -129,7 +130,11 @@ def _grid(index: np.ndarray, dim: int) -> tuple[Any, ...]:
                 a = np.arange(n).reshape([n if d == e else 1 for e in range(nd)])
                 a.flags.writeable = False
             parts.append(a)
-        g = _GRIDS[key] = tuple(parts)
+        g = tuple(parts)
+        if sum(index.shape) - index.shape[dim] <= _GRID_MAX:
+            if len(_GRIDS) >= 256:
+                _GRIDS.clear()
+            _GRIDS[key] = g
     return g[:dim] + (index,) + g[dim + 1:]
 
 

@@ -152,8 +152,23 @@ def _conv2d_kernels(x: Tensor, weight: Tensor, bias: Tensor | None) -> Any:
 def _weight_grad_x(x: Tensor) -> Any:
     """The backend's conv2d_weight_grad_x for x's dtype, or None. With it, conv2d
     writes no im2col matrix (cols None): the weight's gradient takes x. A traced
-    graph keeps the cols form (its kernel nodes have fixed outputs)."""
+    forward keeps the cols form (its kernel nodes have fixed outputs)."""
     return None if is_tracing() else own_kernel(x._device, "conv2d_weight_grad_x", x._dtype)
+
+
+def _weight_grad_of_x(dw: Tensor, g: Tensor, x: Tensor, weight_grad: Any,
+                      stride: tuple[int, int], pads: tuple[int, int, int, int],
+                      dilation: tuple[int, int]) -> None:
+    """dw = the weight's gradient where the forward wrote no cols: the backend's
+    conv2d_weight_grad_x, looked up now (a backward traced after an untraced
+    forward records it; a kernel table changed since the forward is the one
+    used), else conv2d_weight_grad of the core's im2col of x."""
+    k = own_kernel(x._device, "conv2d_weight_grad_x", x._dtype)
+    if k is not None:
+        k(dw._h, view_of(g), view_of(x), stride, pads, dilation)
+        return
+    cols = _Windows.apply(x.detach(), tuple(dw._shape[2:]), stride, pads, dilation, 0, True)
+    weight_grad(dw._h, view_of(g), view_of(cols))
 
 
 def _recorded_vjps(conv: Any, x: Tensor, weight: Tensor, g: Tensor, need_x: bool,
@@ -190,8 +205,7 @@ class _Conv2dKernel(Function):
         oh, ow = out_hw
         dev, dt = x._device, x._dtype
         out = empty((n, oc, oh, ow), dt, dev)
-        ctx.weight_grad_x = _weight_grad_x(x)
-        cols = None if ctx.weight_grad_x is not None else \
+        cols = None if _weight_grad_x(x) is not None else \
             empty((c * kh * kw, n * oh * ow), dt, dev)
         kern = _conv2d_kernels(x, weight, bias)[0]
         kern(out._h, None if cols is None else cols._h, view_of(x), view_of(weight),
@@ -220,7 +234,7 @@ class _Conv2dKernel(Function):
             if need_w:
                 dw = empty(weight._shape, weight._dtype, weight._device)
                 if ctx.cols is None:
-                    ctx.weight_grad_x(dw._h, view_of(g), view_of(x), stride, pads, dilation)
+                    _weight_grad_of_x(dw, g, x, weight_grad, stride, pads, dilation)
                 else:
                     weight_grad(dw._h, view_of(g), view_of(ctx.cols))
         if need_b:
