@@ -40,7 +40,7 @@ from typing import Any, Callable, Iterable
 
 from . import recording as _rec
 from .events import EventList, FunctionEvent, FunctionEventAvg
-from .recording import (_CHILDREN, _DEV, _END, _KIND, _NAME, _PARENT, _SHAPES, _START, _TID,
+from .recording import (_CHILDREN, _DEV, _END, _INDEX, _KIND, _NAME, _PARENT, _SHAPES, _START, _TID,
                         _clock, _current_tag, _install, _Recorder, _restore_leftovers, _start_lock,
                         _Swaps)
 
@@ -63,6 +63,11 @@ def supported_activities() -> set[ProfilerActivity]:
 
 
 # -- the public API ---------------------------------------------------------------------
+
+
+def _listed(d: Any) -> Any:
+    """A recorded shape's entry as recorded: a tuple (a list's shape) back to a list."""
+    return list(d) if isinstance(d, tuple) else d
 
 
 class profile:
@@ -157,25 +162,29 @@ class profile:
         if self.on_trace_ready is not None:
             self.on_trace_ready(self)
 
-    def _finish(self, raw: list[list[Any]], timings: list[tuple[Any, str, int, int]]) -> None:
-        """Build the FunctionEvents from the recorded lists, with device times."""
+    def _finish(self, raw: list[Any], timings: list[tuple[Any, str, int, int]]) -> None:
+        """Build the FunctionEvents from the recorded events (closed ones' tuples,
+        open ones' lists), with device times."""
         events: list[FunctionEvent] = []
-        made: dict[int, FunctionEvent] = {}  # id(recorded list) -> its event
         for i, r in enumerate(raw):
             p = r[_PARENT]
+            if isinstance(p, list):  # (an open event's parent: its list)
+                p = p[_INDEX]
             dev = r[_DEV]
+            shapes = r[_SHAPES]
             ev = FunctionEvent(r[_NAME], r[_KIND], dev if type(dev) is str else str(dev),
-                               r[_SHAPES], None if p is None else made[id(p)], r[_TID])
+                               None if shapes is None else [list(map(_listed, s)) for s in shapes],
+                               None if p is None else events[p], r[_TID])
             ev.start_ns = r[_START]
             # (an event still open when the profile stopped, on another thread, ends there)
             ev.end_ns = r[_END] or self._t1
             ev.children_ns = r[_CHILDREN]
             ev.id = i
-            made[id(r)] = ev
             events.append(ev)
         self._events = events
         for tag, kname, start, end in timings:
-            tag = made.get(id(tag)) if isinstance(tag, list) else None
+            # (a kernel's tag: the list its event was while open)
+            tag = events[tag[_INDEX]] if isinstance(tag, list) else None
             if tag is not None:
                 tag.device_ns += max(0, end - start)
                 if tag.device_spans is None:
