@@ -846,3 +846,35 @@ def test_nn_utils_import_paths():
     assert rc.nn.utils.clip_grad_norm_ is c is U.clip_grad_norm_
     with pytest.warns(FutureWarning, match="clip_grad_norm` is now deprecated"):
         U.clip_grad_norm([nn.Parameter(rc.ones(1))], 1.0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_clip_grad_norm_s_kernel_path_gives_the_op_path_s_bits(dtype, monkeypatch, device):
+    """Gradients of one device and dtype take the kernels directly (no op per
+    gradient); the same bits as the ops, a bumped version on each gradient."""
+    from rtxcore.nn.utils import clip_grad as CG
+
+    shapes = [(5, 7), (), (0, 3), (64,), (3, 4, 5)]
+
+    def run():
+        rng = np.random.default_rng(7)
+        ps = []
+        for s in shapes + [(8, 6)]:
+            g = rc.tensor(rng.standard_normal(s) * 3, dtype=getattr(rc, dtype), device=device)
+            if s == (8, 6):
+                g = g.t()  # (not contiguous)
+            p = rc.zeros(g.shape, dtype=g.dtype, device=device, requires_grad=True)
+            p.grad = g
+            ps.append(p)
+        versions = [p.grad._storage.version for p in ps]
+        total = rc.nn.utils.clip_grad_norm_(ps, 1.0)
+        assert all(p.grad._storage.version > v for p, v in zip(ps, versions))
+        return total, [p.grad for p in ps]
+
+    t_fast, g_fast = run()
+    monkeypatch.setattr(CG, "_one_kind", lambda ts: False)
+    t_ops, g_ops = run()
+    np.testing.assert_array_equal(t_fast.cpu().numpy(), t_ops.cpu().numpy())
+    for a, b in zip(g_fast, g_ops):
+        np.testing.assert_array_equal(a.cpu().numpy(), b.cpu().numpy())
+    assert float(t_fast.cpu()) > 1.0  # (clipped: the gradients were scaled)

@@ -19,7 +19,7 @@ from ...autograd.grad_mode import no_grad
 from ...linalg import vector_norm
 from ...ops import elementwise as E
 from ...ops import reduction as R
-from ...ops.core import cast
+from ...ops.core import cast, cstrides, empty, kernel, view_of
 from ...ops.creation import tensor
 from ...ops.indexing import stack
 from ...tensor import Tensor
@@ -43,6 +43,47 @@ def _partial(g: Tensor, p: float) -> Tensor:
     return R.sum(E.pow(E.abs(g), p))
 
 
+def _one_kind(tensors: list[Tensor]) -> bool:
+    """Whether the tensors are of one device and one float32/float64 dtype, none
+    recording (grads of a create_graph backward): then the kernels are called
+    directly on them (``_partials_into``, ``_scale_``), as PyTorch's foreach path."""
+    t0 = tensors[0]
+    dev, dt = t0._device, t0._dtype
+    return dt in (D.float32, D.float64) and all(
+        t._device is dev and t._dtype is dt and t._ag is None for t in tensors)
+
+
+def _partials_into(tensors: list[Tensor]) -> Tensor:
+    """The (n,) stack of each tensor's ``sum(t * t)``, each by the kernels that
+    ``R.sum(E.mul(t, t))`` calls (so the same bits), into its slot: no op made
+    per tensor, and no stack of n 0-d tensors (nanogpt's 40 gradients: 0.77 ms of
+    clipping a step, against PyTorch's 0.16)."""
+    t0 = tensors[0]
+    dev, dt = t0._device, t0._dtype
+    parts = empty((len(tensors),), dt, dev)
+    scratch = empty((max(t.numel() for t in tensors),), dt, dev)
+    mul, add_up = kernel(dev, "mul"), kernel(dev, "sum")
+    view, pb, sb = dev.view, parts._storage.buffer, scratch._storage.buffer
+    for i, t in enumerate(tensors):
+        shape, nd = t._shape, len(t._shape)
+        sq = view(sb, shape, cstrides(shape), 0, dt)
+        h = view_of(t)
+        mul(sq, h, h)
+        add_up(view(pb, (1,) * nd, (1,) * nd, i, dt), sq, tuple(range(nd)))
+    return parts
+
+
+def _scale_(tensors: list[Tensor], coef: Tensor) -> None:
+    """``t.mul_(coef)`` for each tensor (coef 0-d, of their device and dtype), as
+    the kernel calls that makes."""
+    dev, dt = coef._device, coef._dtype
+    mul, view, cb = kernel(dev, "mul"), dev.view, coef._storage.buffer
+    for t in tensors:
+        h = view_of(t)
+        mul(h, h, view(cb, t._shape, (0,) * len(t._shape), coef._offset, dt))
+        t._storage.version += 1
+
+
 def get_total_norm(tensors: _TensorOrTensors, norm_type: float = 2.0,
                    error_if_nonfinite: bool = False, foreach: bool | None = None) -> Tensor:
     """The ``norm_type``-norm of all ``tensors`` together, as if concatenated into
@@ -53,8 +94,11 @@ def get_total_norm(tensors: _TensorOrTensors, norm_type: float = 2.0,
         return tensor(0.0)
     first = tensors[0].device
     with no_grad():
-        if norm_type > 0:
+        if norm_type == 2.0 and _one_kind(tensors):
+            parts = _partials_into(tensors)
+        elif norm_type > 0:
             parts = stack([_partial(t, norm_type).to(first) for t in tensors])
+        if norm_type > 0:
             if norm_type == math.inf:
                 total = R.amax(parts)
             elif norm_type in (0.0, 1.0):
@@ -92,6 +136,10 @@ def clip_grads_with_norm_(parameters: _TensorOrTensors, max_norm: float, total_n
         return
     with no_grad():
         coef = E.clamp(max_norm / (total_norm + 1e-6), max=1.0)
+        if _one_kind(grads) and coef._device is grads[0]._device and \
+                coef._dtype is grads[0]._dtype:
+            _scale_(grads, coef)
+            return
         per_device: dict[Any, Tensor] = {}
         for g in grads:
             c = per_device.get(g.device)
