@@ -878,3 +878,18 @@ def test_clip_grad_norm_s_kernel_path_gives_the_op_path_s_bits(dtype, monkeypatc
     for a, b in zip(g_fast, g_ops):
         np.testing.assert_array_equal(a.cpu().numpy(), b.cpu().numpy())
     assert float(t_fast.cpu()) > 1.0  # (clipped: the gradients were scaled)
+
+
+def test_clip_grad_norm_refuses_an_expanded_gradient_as_mul__does(device):
+    """Its elements share memory: scaling each would scale the shared ones again
+    (PyTorch refuses the in-place write too)."""
+    p = rc.zeros(4, 3, device=device, requires_grad=True)
+    p.grad = rc.tensor([[1.0, 2.0, 3.0]], device=device).expand(4, 3)
+    with pytest.raises(RuntimeError, match="single memory location"):
+        rc.nn.utils.clip_grad_norm_([p], 1.0)
+    q = rc.zeros(3, device=device, requires_grad=True)
+    q.grad = rc.tensor([3.0, 4.0, 0.0], device=device)
+    # a total norm of another shape than 0-d takes the op path (elementwise, as PyTorch)
+    rc.nn.utils.clip_grads_with_norm_([q], 1.0, rc.tensor([4.0, 9.0, 1.0], device=device))
+    np.testing.assert_allclose(q.grad.cpu().numpy(), [3.0 / (4.0 + 1e-6), 4.0 / (9.0 + 1e-6), 0.0],
+                               rtol=1e-6)

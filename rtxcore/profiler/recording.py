@@ -51,6 +51,13 @@ def _device_of(args: tuple[Any, ...]) -> Any:
 _NAME, _KIND, _DEV, _SHAPES, _PARENT, _TID, _START, _END, _CHILDREN, _INDEX = range(10)
 
 
+def _position(events: list[Any], ev: list[Any]) -> int:
+    for i in range(len(events) - 1, -1, -1):
+        if events[i] is ev:
+            return i
+    raise AssertionError("a recorded event is missing from its list")  # pragma: no cover
+
+
 def _frozen(shapes: Any) -> Any:
     return None if shapes is None else tuple(
         tuple(tuple(d) if isinstance(d, list) else d for d in s) for s in shapes)
@@ -71,9 +78,13 @@ class _Recorder:
         if st is None:
             st = self.open[tid] = []
         ev = [name, kind, device, [_shape_of(a) for a in args] if self.record_shapes else None,
-              st[-1] if st else None, tid, 0, 0, 0, len(self.events)]
+              st[-1] if st else None, tid, 0, 0, 0, 0]
         st.append(ev)
-        self.events.append(ev)
+        events = self.events
+        events.append(ev)
+        ev[_INDEX] = i = len(events) - 1
+        if events[i] is not ev:  # (another thread appended in between: find it)
+            ev[_INDEX] = _position(events, ev)
         ev[_START] = _clock()
         return ev
 

@@ -19,7 +19,7 @@ from ...autograd.grad_mode import no_grad
 from ...linalg import vector_norm
 from ...ops import elementwise as E
 from ...ops import reduction as R
-from ...ops.core import cast, cstrides, empty, kernel, view_of
+from ...ops.core import cast, check_overlap, cstrides, empty, kernel, view_of
 from ...ops.creation import tensor
 from ...ops.indexing import stack
 from ...tensor import Tensor
@@ -78,6 +78,8 @@ def _scale_(tensors: list[Tensor], coef: Tensor) -> None:
     the kernel calls that makes."""
     dev, dt = coef._device, coef._dtype
     mul, view, cb = kernel(dev, "mul"), dev.view, coef._storage.buffer
+    for t in tensors:  # (an expanded gradient is refused, as by mul_)
+        check_overlap("mul_", t)
     for t in tensors:
         h = view_of(t)
         mul(h, h, view(cb, t._shape, (0,) * len(t._shape), coef._offset, dt))
@@ -137,7 +139,7 @@ def clip_grads_with_norm_(parameters: _TensorOrTensors, max_norm: float, total_n
     with no_grad():
         coef = E.clamp(max_norm / (total_norm + 1e-6), max=1.0)
         if _one_kind(grads) and coef._device is grads[0]._device and \
-                coef._dtype is grads[0]._dtype:
+                coef._dtype is grads[0]._dtype and not coef._shape:
             _scale_(grads, coef)
             return
         per_device: dict[Any, Tensor] = {}
