@@ -48,7 +48,6 @@ def _fused_select(out: Tensor, g: Tensor, slope: float | None) -> Tensor | None:
             g._device is not dev or g._shape != out._shape or out.numel() < _FUSE_MIN or \
             not (out.is_contiguous() and g.is_contiguous()) or is_tracing():
         return None
-    from ...jit.fused import fused_runner
     from ...ops.alloc import as_tensor_on, as_view
     from ...ops.core import empty, view_of
 
@@ -58,7 +57,8 @@ def _fused_select(out: Tensor, g: Tensor, slope: float | None) -> Tensor | None:
     if fn is False:
         if len(_RUNNERS) >= 256:
             _RUNNERS.clear()
-        fn = _RUNNERS[key] = fused_runner(_select_program(n, dt.name, slope is not None), dev)
+        fn = _RUNNERS[key] = dev.backend.fuse(_select_program(n, dt.name, slope is not None),
+                                              dev.index)
     if fn is None:
         return None
     res = empty(out._shape, dt, dev)
