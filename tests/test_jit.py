@@ -284,6 +284,16 @@ def test_composites_traced_on_cpu_run_where_the_backend_lacks_them(tmp_path, dev
         np.testing.assert_allclose(_np(g), _np(w), rtol=2e-5, atol=2e-5)
 
 
+def _saved_runs_on(device, path, t, f, args):
+    """Traced ``t`` of ``f``, saved to ``path`` and loaded, gives on ``device``
+    what ``f`` gives on cpu."""
+    t.save(str(path))
+    got = rc.jit.load(str(path))(*(a.to(device) for a in args))
+    for a, e in zip(got, f(*args)):
+        assert a.shape == e.shape
+        np.testing.assert_allclose(_np(a), _np(e), rtol=2e-5, atol=2e-5)
+
+
 def test_layer_norm_backward_traced_on_cpu_runs_where_the_backend_lacks_it(tmp_path, device):
     """layer_norm's backward is one node on cpu (its kernel: with the parameters'
     rows, and without them for .sum()'s broadcast gradient); the graph, saved and
@@ -303,12 +313,7 @@ def test_layer_norm_backward_traced_on_cpu_runs_where_the_backend_lacks_it(tmp_p
     g = rc.tensor(rng.standard_normal((5, 3, 6)).astype(np.float32))
     t = rc.jit.trace(f, x, w, b, g)
     assert [n.op for n in t.graph.kernels()].count("layer_norm_backward") == 2
-    path = str(tmp_path / "ln.rtxg")
-    t.save(path)
-    got = rc.jit.load(path)(*(a.to(device) for a in (x, w, b, g)))
-    for a, e in zip(got, f(x, w, b, g)):
-        assert a.shape == e.shape
-        np.testing.assert_allclose(_np(a), _np(e), rtol=2e-5, atol=2e-5)
+    _saved_runs_on(device, tmp_path / "ln.rtxg", t, f, (x, w, b, g))
 
 
 def test_batch_norm_traced_on_cpu_runs_where_the_backend_lacks_it(tmp_path, device):
@@ -329,9 +334,4 @@ def test_batch_norm_traced_on_cpu_runs_where_the_backend_lacks_it(tmp_path, devi
     t = rc.jit.trace(f, x, w, b, g)
     ops = [n.op for n in t.graph.kernels()]
     assert ops.count("batch_norm") == 1 and ops.count("batch_norm_backward") == 1
-    path = str(tmp_path / "bn.rtxg")
-    t.save(path)
-    got = rc.jit.load(path)(*(a.to(device) for a in (x, w, b, g)))
-    for a, e in zip(got, f(x, w, b, g)):
-        assert a.shape == e.shape
-        np.testing.assert_allclose(_np(a), _np(e), rtol=2e-5, atol=2e-5)
+    _saved_runs_on(device, tmp_path / "bn.rtxg", t, f, (x, w, b, g))

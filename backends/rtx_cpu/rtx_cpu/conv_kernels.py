@@ -811,18 +811,27 @@ def _c_weight_grad(dweight: np.ndarray, g: np.ndarray, cols: np.ndarray) -> None
     (g transposed a chunk of positions at a time), tiles of rows of cols, the
     reduction over the positions in order; rows of cols split over the threads
     (each row's sums are the same whoever computes them)."""
-    n, oc = g.shape[:2]
     k = cols.shape[0]
+    _tiled_weight_grad(dweight, g.shape[1] * k * cols.shape[1], k, 16,
+                       lambda dwt, nv, lo, hi: cconv.implicit_weight_grad(dwt, g, cols, nv, lo, hi))
+
+
+def _tiled_weight_grad(dweight: np.ndarray, macs: int, units: int, align: int,
+                       part: Callable[[np.ndarray, int, int, int], None]) -> None:
+    """dweight from cconv's weight-gradient tile: ``part(dwt, nv, lo, hi)`` fills
+    the transposed, channel-blocked dwt for units lo..hi (rows of cols, or input
+    channels), split over the threads in multiples of ``align`` from _SPLIT_MIN
+    multiply-adds; then dwt into dweight."""
+    oc = dweight.shape[0]
+    k = dweight[0].size
     nv = cconv.vectors(oc)
     dwt = np.empty((-(-oc // (16 * nv)), k, 16 * nv), np.float32)
     t = threads()
-    parts = 1 if t <= 1 or oc * k * cols.shape[1] < _SPLIT_MIN or \
-        in_pool() else min(t, k // 16)
+    parts = 1 if t <= 1 or macs < _SPLIT_MIN or in_pool() else min(t, units // align)
     if parts <= 1:
-        cconv.implicit_weight_grad(dwt, g, cols, nv, 0, k)
+        part(dwt, nv, 0, units)
     else:
-        _run(lambda lo, hi: cconv.implicit_weight_grad(dwt, g, cols, nv, lo, hi),
-             _bounds(k, parts, 16))
+        _run(lambda lo, hi: part(dwt, nv, lo, hi), _bounds(units, parts, align))
     d = dwt.transpose(0, 2, 1).reshape(-1, k)[:oc]
     np.copyto(dweight, d.reshape(dweight.shape))
 
@@ -895,19 +904,9 @@ def _c_weight_grad_x(dweight: np.ndarray, g: np.ndarray, x: np.ndarray,
     """``_c_weight_grad`` reading x itself (``cconv.implicit_weight_grad_x``: each
     image padded once, no im2col matrix), the input channels split over the
     threads (each row's sums are the same whoever computes them)."""
-    n, oc = g.shape[:2]
-    c, k, p = geo.c, geo.k, geo.p
-    nv = cconv.vectors(oc)
-    dwt = np.empty((-(-oc // (16 * nv)), k, 16 * nv), np.float32)
-    t = threads()
-    parts = 1 if t <= 1 or oc * k * p * n < _SPLIT_MIN or in_pool() else min(t, c)
-    if parts <= 1:
-        cconv.implicit_weight_grad_x(dwt, g, x, nv, geo, 0, c)
-    else:
-        _run(lambda c0, c1: cconv.implicit_weight_grad_x(dwt, g, x, nv, geo, c0, c1),
-             _bounds(c, parts))
-    d = dwt.transpose(0, 2, 1).reshape(-1, k)[:oc]
-    np.copyto(dweight, d.reshape(dweight.shape))
+    _tiled_weight_grad(dweight, g.shape[1] * geo.k * geo.p * g.shape[0], geo.c, 1,
+                       lambda dwt, nv, c0, c1: cconv.implicit_weight_grad_x(dwt, g, x, nv, geo,
+                                                                            c0, c1))
 
 
 KERNELS: dict[str, Any] = {

@@ -104,22 +104,37 @@ class _small_buffers:
             np.setbufsize(self.old)
 
 
-def _run_rows(out: np.ndarray, ins: list[np.ndarray], step: Any, scratch: int) -> None:
-    """``step(o, ins_block, s, t)`` over blocks of whole rows of the (M, N)
+def _run_rows(out: np.ndarray, ins: list[np.ndarray], step: Any, scratch: int,
+              addresses: bool = False) -> None:
+    """``step(o, ins_block, s, t, extra)`` over blocks of whole rows of the (M, N)
     arrays, the rows split over threads; s: (k,) scratch, t: ``scratch`` (k, N)
-    scratch arrays, each thread its own."""
+    scratch arrays, each thread its own. extra: the NumPy steps' ``_small_buffers``,
+    or (``addresses``, the C steps) the block's addresses (o, *ins, s, *t), found
+    once a call (an array's address costs ~0.3-1 us; a block's is its array's plus
+    a row offset): on a small input the C steps' fixed cost is mostly such work."""
     m, n = out.shape
     rows = max(1, _SM_BLOCK // max(n, 1))
+    if addresses:
+        arrays = (out, *ins)
+        base = [cfused._address(a) for a in arrays]
+        steps = [a.strides[0] for a in arrays]
 
     def run(lo: int, hi: int) -> None:
         k = min(rows, hi - lo)
         s = np.empty(k, out.dtype)
         t = [np.empty((k, n), out.dtype) for _ in range(scratch)]
-        bufs = _small_buffers(n)
+        if addresses:
+            own = [cfused._address(s), *(cfused._address(u) for u in t)]
+        else:
+            bufs = _small_buffers(n)
+        if lo == 0 and hi == m and k == m:  # one block: the whole arrays
+            step(out, ins, s, t, base + own if addresses else bufs)
+            return
         for i in range(lo, hi, rows):
             j = min(i + rows, hi)
             b = j - i
-            step(out[i:j], [a[i:j] for a in ins], s[:b], [u[:b] for u in t], bufs)
+            extra = [a + i * st for a, st in zip(base, steps)] + own if addresses else bufs
+            step(out[i:j], [a[i:j] for a in ins], s[:b], [u[:b] for u in t], extra)
 
     split(m, m * n, run, _SM_PARALLEL_MIN)
 
@@ -293,34 +308,6 @@ def _ld(a: np.ndarray) -> int:
     return a.strides[0] // a.itemsize
 
 
-def _run_rows_c(out: np.ndarray, ins: list[np.ndarray], step: Any, scratch: int) -> None:
-    """``_run_rows`` for the C steps: ``step(o, ins, s, t, p)`` with p the
-    block's addresses (o, *ins, s, *t), found once a call (an array's address
-    costs ~0.3-1 us; a block's is its array's plus a row offset) -- on a small
-    input the C steps' fixed cost is mostly such Python work."""
-    m, n = out.shape
-    rows = max(1, _SM_BLOCK // max(n, 1))
-    arrays = (out, *ins)
-    base = [cfused._address(a) for a in arrays]
-    steps = [a.strides[0] for a in arrays]
-
-    def run(lo: int, hi: int) -> None:
-        k = min(rows, hi - lo)
-        s = np.empty(k, out.dtype)
-        t = [np.empty((k, n), out.dtype) for _ in range(scratch)]
-        own = [cfused._address(s), *(cfused._address(u) for u in t)]
-        if lo == 0 and hi == m and k == m:  # one block: the whole arrays
-            step(out, ins, s, t, base + own)
-            return
-        for i in range(lo, hi, rows):
-            j = min(i + rows, hi)
-            b = j - i
-            p = [a + i * st for a, st in zip(base, steps)] + own
-            step(out[i:j], [a[i:j] for a in ins], s[:b], [u[:b] for u in t], p)
-
-    split(m, m * n, run, _SM_PARALLEL_MIN)
-
-
 def _forward_c(o: np.ndarray, x: np.ndarray, e: np.ndarray, s: np.ndarray, log: bool,
                po: int, px: int, pe: int, ps: int) -> None:
     """One block of softmax (e is o) or log_softmax (e scratch): o = x - max, e =
@@ -382,7 +369,7 @@ def _rows_c(out: np.ndarray, axis: int, *xs: np.ndarray) -> list[np.ndarray] | N
 def softmax(out: np.ndarray, x: np.ndarray, axis: int) -> None:
     v = _rows_c(out, axis, x)
     if v is not None:
-        _run_rows_c(v[0], v[1:], _softmax_step_c, 0)
+        _run_rows(v[0], v[1:], _softmax_step_c, 0, addresses=True)
         return
     v = _blocked(out, axis, x) if out.size > _SM_SMALL else None
     if v is None:
@@ -394,7 +381,7 @@ def softmax(out: np.ndarray, x: np.ndarray, axis: int) -> None:
 def log_softmax(out: np.ndarray, x: np.ndarray, axis: int) -> None:
     v = _rows_c(out, axis, x)
     if v is not None:
-        _run_rows_c(v[0], v[1:], _log_softmax_step_c, 1)
+        _run_rows(v[0], v[1:], _log_softmax_step_c, 1, addresses=True)
         return
     v = _blocked(out, axis, x) if out.size > _SM_SMALL else None
     if v is None:
@@ -438,7 +425,7 @@ def _row_sums(a: np.ndarray, axis: int) -> np.ndarray:
 def softmax_backward(out: np.ndarray, g: np.ndarray, y: np.ndarray, axis: int) -> None:
     v = _rows_c(out, axis, g, y)
     if v is not None:
-        _run_rows_c(v[0], v[1:], _softmax_backward_step_c, 0)
+        _run_rows(v[0], v[1:], _softmax_backward_step_c, 0, addresses=True)
         return
     v = _blocked(out, axis, g, y) if out.size > _SM_SMALL else None
     if v is not None:
@@ -452,7 +439,7 @@ def softmax_backward(out: np.ndarray, g: np.ndarray, y: np.ndarray, axis: int) -
 def log_softmax_backward(out: np.ndarray, g: np.ndarray, y: np.ndarray, axis: int) -> None:
     v = _rows_c(out, axis, g, y)
     if v is not None:
-        _run_rows_c(v[0], v[1:], _log_softmax_backward_step_c, 0)
+        _run_rows(v[0], v[1:], _log_softmax_backward_step_c, 0, addresses=True)
         return
     v = _blocked(out, axis, g, y) if out.size > _SM_SMALL else None
     if v is not None:
