@@ -17,7 +17,7 @@ from ..ops import views as V
 from ..ops.core import _CSTRIDES, contiguous, empty, kernel, scalar_for
 from ..tensor import Tensor
 from .grad_mode import _state
-from .tape import AccumulateGrad, Meta, Node, _type_name, alias, edge
+from .tape import RAW, AccumulateGrad, Meta, Node, _type_name, alias, edge
 
 
 def _as_tuple(x: Any) -> tuple[Any, ...]:
@@ -173,8 +173,10 @@ def _run(roots: list[tuple[Any, Tensor]], retain_graph: bool, create_graph: bool
         needed = _needed(deps, [node for (node, _), _g in roots], target_nodes)
     # 3. run
     buffers: dict[Node, list[Any]] = {}
+    owned: set[int] = set()  # ids of the sums in buffers that the engine made itself
     for (node, nr), g in roots:
-        _add_to_buffer(buffers, node, nr, g)
+        _add_to_buffer(buffers, node, nr, g, owned)
+    lazy = bool(owned)  # whether a buffer may hold a Placed gradient or an owned sum
     user_storages = {id(g._storage) for _, g in roots}
     handed: set[int] = set()
     found: dict[Any, Tensor] = {}
@@ -186,6 +188,8 @@ def _run(roots: list[tuple[Any, Tensor]], retain_graph: bool, create_graph: bool
             node = ready.pop()
             grads = buffers.pop(node, None)
             if grads is not None:
+                if lazy:
+                    _settle(grads, owned)
                 if type(node) is AccumulateGrad:
                     m = node.variable._ag
                     if m is not None and m.hooks:
@@ -221,8 +225,11 @@ def _run(roots: list[tuple[Any, Tensor]], retain_graph: bool, create_graph: bool
                     buf = buffers.get(nxt)
                     if buf is None and nr == 0:
                         buffers[nxt] = [g]
+                        if type(g) is Placed:
+                            lazy = True
                     else:
-                        _add_to_buffer(buffers, nxt, nr, g)
+                        _add_to_buffer(buffers, nxt, nr, g, owned)
+                        lazy = True
                 n = deps[nxt] - 1
                 deps[nxt] = n
                 if n == 0:
@@ -261,14 +268,80 @@ def _needed(deps: dict[Node, int], roots: list[Node],
     return needed
 
 
-def _add_to_buffer(buffers: dict[Node, list[Any]], node: Node, nr: int, g: Tensor) -> None:
+class Placed:
+    """The input gradient of a view op (``narrow``, ``select``, ...) before it is
+    written out: ``g`` at ``RAW[op](input, *args)`` of an input of ``shape``,
+    zeros elsewhere. A rule returns one (``Node.placed``) only outside
+    ``create_graph``; the engine adds it into a sum it owns in place, the view's
+    elements alone, and writes the zeros only where it is the first gradient to
+    arrive: ``q, k, v = qkv.split(n, -1)`` costs one zero fill and three slice
+    writes, not three whole-size fills and two whole-size adds."""
+
+    __slots__ = ("g", "op", "args", "kwargs", "shape")
+
+    def __init__(self, g: Tensor, op: str, args: tuple[Any, ...],
+                 kwargs: dict[str, Any] | None, shape: tuple[int, ...]) -> None:
+        self.g, self.op, self.args, self.kwargs, self.shape = g, op, args, kwargs, shape
+
+    def dense(self) -> Tensor:
+        g = self.g
+        out = C.zeros(self.shape, dtype=g._dtype, device=g._device)
+        E.copy_(self._view(out), g)
+        return out
+
+    def add_into(self, acc: Tensor) -> None:
+        """acc[view] += g, in place (acc: a sum the engine owns, of ``shape``)."""
+        E.add_.raw(self._view(acc), self.g)
+
+    def _view(self, t: Tensor) -> Tensor:
+        v = RAW[self.op](t, *self.args, **(self.kwargs or {}))
+        if v._storage is not t._storage:  # (each op that returns a Placed is a view)
+            raise RuntimeError(f"autograd: {self.op} did not return a view of its input")
+        return v
+
+
+def _add_to_buffer(buffers: dict[Node, list[Any]], node: Node, nr: int, g: Any,
+                   owned: set[int]) -> None:
+    """Sum ``g`` (a Tensor or a Placed) into node's buffer slot ``nr``. A sum the
+    engine made (in ``owned``: nothing else sees it until the node runs) takes
+    later gradients in place; outside ``create_graph`` only."""
     buf = buffers.get(node)
     if buf is None:
         buf = buffers[node] = [None] * (nr + 1 if nr else 1)
     elif len(buf) <= nr:
         buf.extend([None] * (nr + 1 - len(buf)))
     old = buf[nr]
-    buf[nr] = g if old is None else E.add(old, g)
+    if old is None:
+        buf[nr] = g
+        return
+    if type(old) is Placed:
+        acc = old.dense()
+    elif id(old) in owned and not _state.enabled:
+        acc = old
+    else:
+        acc = None
+    if type(g) is Placed:
+        if acc is None:  # (a tensor someone else may see: copied, then added to)
+            acc = C.clone(old)
+        g.add_into(acc)
+    elif acc is not None and acc._shape == g._shape and acc._dtype is g._dtype \
+            and acc._device is g._device:
+        E.add_.raw(acc, g)
+    else:
+        acc = E.add(old if acc is None else acc, g)
+    if not _state.enabled:
+        owned.add(id(acc))
+    buf[nr] = acc
+
+
+def _settle(grads: list[Any], owned: set[int]) -> None:
+    """A node's gradients as its rule takes them: Placed ones written out, and
+    the engine's sums no longer its own (the rule may hand them on)."""
+    for i, g in enumerate(grads):
+        if type(g) is Placed:
+            grads[i] = g.dense()
+        elif g is not None:
+            owned.discard(id(g))
 
 
 def _run_pre_hooks(node: Node, grads: list[Any]) -> list[Any]:
@@ -287,6 +360,11 @@ def _run_pre_hooks(node: Node, grads: list[Any]) -> list[Any]:
 def _apply(node: Node, grads: list[Any]) -> tuple[Any, ...]:
     """Run ``node``'s rule and fit each gradient to its input (undo broadcasting,
     match the input's dtype)."""
+    placed = node.placed
+    if placed is not None and not _state.enabled:
+        p = placed(node, grads[0])
+        if p is not None and p.g._dtype is node._in[0][1]:
+            return (p,) + (None,) * (len(node.next_functions) - 1)
     res = node.rule(node, *grads) if node.multi else node.rule(node, grads[0])
     if type(res) is not tuple:
         res = (res,)

@@ -90,6 +90,9 @@ class Node:
     save: tuple[int, ...] = ()  # which inputs the rule reads
     save_output = False
     multi = False  # rule takes one gradient per output (autograd.Function)
+    # a view op's second rule, tried first outside create_graph: (ctx, grad) ->
+    # an engine.Placed (the gradient not yet written into zeros), or None
+    placed: Any = None
 
     @staticmethod
     def rule(ctx: Node, grad: Tensor) -> Any:  # noqa: ARG004

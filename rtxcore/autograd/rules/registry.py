@@ -20,15 +20,19 @@ from ..tape import NODES, Node
 
 
 def rule(op: str, save: tuple[int, ...] = (), output: bool = False,
-         name: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+         name: str | None = None,
+         placed: Callable[..., Any] | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``fn(ctx, grad) -> grads`` as the backward of op ``op``; its nodes
-    are named ``name`` (default: ``ExpBackward`` for ``exp``)."""
+    are named ``name`` (default: ``ExpBackward`` for ``exp``). ``placed``: for a
+    view op, ``(ctx, grad) -> engine.Placed or None``, which the engine tries
+    first outside ``create_graph`` (see ``Node.placed``)."""
 
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
         cls_name = name or "".join(p.capitalize() for p in op.strip("_").split("_")) + "Backward"
         NODES[op] = type(cls_name, (Node,), {
             "__slots__": (), "op": op, "save": save, "save_output": output,
             "rule": staticmethod(fn), "__module__": fn.__module__,
+            "placed": None if placed is None else staticmethod(placed),
         })
         return fn
 

@@ -13,6 +13,7 @@ from ...ops import indexing as I
 from ...ops import views as V
 from ...shape import ints_arg, normalize_dim, prod
 from ...tensor import Tensor
+from ..engine import Placed
 from ..grad_mode import _state
 from ..tape import RAW, Node
 from .registry import _needs, _no_grad, _zeros, arg, in_shape, rule
@@ -92,10 +93,20 @@ def _select(ctx: Node, g: Tensor) -> Any:
     return _scatter_back(g, pos, shape)
 
 
+def _select_placed(ctx: Node, g: Tensor) -> Any:
+    # (the engine, outside create_graph) a view that picks each element once: g
+    # placed at that view, written out when the engine sums it (engine.Placed)
+    op = ctx.op
+    if op == "getitem" and not _basic_key(arg(ctx, 0, "key")):
+        return None
+    return Placed(g, op, ctx.args, ctx.kwargs, in_shape(ctx))
+
+
 for _op, _name in (("narrow", "NarrowBackward"), ("select", "SelectBackward"),
                    ("diagonal", "DiagonalBackward"), ("unfold", "UnfoldBackward"),
                    ("getitem", "IndexBackward"), ("masked_select", "MaskedSelectBackward")):
-    rule(_op, name=_name)(_select)
+    rule(_op, name=_name,
+         placed=_select_placed if _op in ("narrow", "select", "diagonal", "getitem") else None)(_select)
 
 
 @rule("index_put")
