@@ -50,6 +50,12 @@ from . import cfused, fused
 _TYPES = cfused.FLOAT_TYPES
 
 _TEMPLATE = r"""
+/* 8 lanes of {T} and of double as GCC vectors (layer_norm's backward): each
+   lane's operations as a scalar loop over the lanes writes them, in a register;
+   GCC leaves that loop scalar where its lanes are converted to double */
+typedef {T} v8_{S} __attribute__((vector_size(8 * sizeof({T}))));
+typedef double v8d_{S} __attribute__((vector_size(64)));
+
 void ln_fwd_{S}({T} *out, {T} *mean, {T} *rstd, const {T} *x, const {T} *w, const {T} *b,
                 int64_t n, double eps, int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; i++) {
@@ -112,14 +118,24 @@ void ln_bwd_{S}({T} *dx, double *pw, double *pb, const {T} *g, const {T} *x,
             const {T} *gr = g + i * n, *xr = x + i * n;
             {T} *o = dx + i * n;
             {T} mu = mean[i], r = rstd[i];
-            double sa[8] = {0, 0, 0, 0, 0, 0, 0, 0}, sc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            /* eight lanes of double sums (lane l: the elements j = l mod 8), written
+               as GCC vectors: the same operations as the scalar lanes, in one
+               register each */
+            v8d_{S} sa = {0}, sc = {0};
             int64_t n8 = n - n % 8, j;
-            for (j = 0; j < n8; j += 8)
-                for (int l = 0; l < 8; l++) {
-                    {T} q = w ? gr[j + l] * w[j + l] : gr[j + l];
-                    sa[l] += (double)q;
-                    sc[l] += (double)q * (double)(xr[j + l] - mu);
+            for (j = 0; j < n8; j += 8) {
+                v8_{S} gv, xv;
+                memcpy(&gv, gr + j, sizeof gv);
+                memcpy(&xv, xr + j, sizeof xv);
+                if (w) {
+                    v8_{S} wv;
+                    memcpy(&wv, w + j, sizeof wv);
+                    gv = gv * wv;
                 }
+                v8d_{S} q = __builtin_convertvector(gv, v8d_{S});
+                sa += q;
+                sc += q * __builtin_convertvector(xv - mu, v8d_{S});
+            }
             double a = 0, c = 0;
             for (int l = 0; l < 8; l++) { a += sa[l]; c += sc[l]; }
             for (; j < n; j++) {
@@ -129,16 +145,27 @@ void ln_bwd_{S}({T} *dx, double *pw, double *pb, const {T} *g, const {T} *x,
             }
             {T} af = ({T})(a / (double)n);
             {T} cf = ({T})(c / (double)n * (double)r * (double)r);
-            for (j = 0; j < n; j++) {
-                {T} xc = xr[j] - mu;
-                {T} q = w ? gr[j] * w[j] : gr[j];
-                o[j] = ((q - xc * cf) - af) * r;
-            }
-            if (pw)
+            /* dx, and the parameters' column sums in the same pass over the row */
+            if (pw && w)
                 for (j = 0; j < n; j++) {
-                    pwk[j] += (double)gr[j] * (double)((xr[j] - mu) * r);
-                    pbk[j] += (double)gr[j];
+                    {T} gj = gr[j], xc = xr[j] - mu;
+                    o[j] = ((gj * w[j] - xc * cf) - af) * r;
+                    pwk[j] += (double)gj * (double)(xc * r);
+                    pbk[j] += (double)gj;
                 }
+            else if (pw)
+                for (j = 0; j < n; j++) {
+                    {T} gj = gr[j], xc = xr[j] - mu;
+                    o[j] = ((gj - xc * cf) - af) * r;
+                    pwk[j] += (double)gj * (double)(xc * r);
+                    pbk[j] += (double)gj;
+                }
+            else if (w)
+                for (j = 0; j < n; j++)
+                    o[j] = ((gr[j] * w[j] - (xr[j] - mu) * cf) - af) * r;
+            else
+                for (j = 0; j < n; j++)
+                    o[j] = ((gr[j] - (xr[j] - mu) * cf) - af) * r;
         }
     }
 }
