@@ -33,6 +33,7 @@ def small_blocks(monkeypatch):
     monkeypatch.setattr(SK, "_SM_BLOCK", 8 * 96 + 50)  # 8 rows of 96
     monkeypatch.setattr(SK, "_SM_SMALL", 1000)
     monkeypatch.setattr(SK, "_SM_PARALLEL_MIN", 4096)
+    monkeypatch.setattr(SK, "_SM_BACKWARD_PARALLEL_MIN", 4096)
     monkeypatch.setattr(EK, "_EW_BLOCK", 1000)
     monkeypatch.setattr(EK, "_EW_PARALLEL_MIN", 4096)
 
@@ -44,6 +45,7 @@ def tiny_blocks(monkeypatch):
     monkeypatch.setattr(SK, "_SM_BLOCK", 25)
     monkeypatch.setattr(SK, "_SM_SMALL", 20)
     monkeypatch.setattr(SK, "_SM_PARALLEL_MIN", 32)
+    monkeypatch.setattr(SK, "_SM_BACKWARD_PARALLEL_MIN", 32)
     monkeypatch.setattr(EK, "_EW_BLOCK", 16)
     monkeypatch.setattr(EK, "_EW_PARALLEL_MIN", 32)
 

@@ -89,7 +89,10 @@ def test_strided_rows_and_a_batch_of_matrices(op, monkeypatch):
 
 
 @pytest.mark.parametrize("op", OPS)
-def test_the_same_bits_on_any_number_of_threads(op):
+def test_the_same_bits_on_any_number_of_threads(op, monkeypatch):
+    # (split from 64K elements here, the backwards too: 288K rows of 48 in blocks)
+    monkeypatch.setattr(S, "_SM_PARALLEL_MIN", 1 << 16)
+    monkeypatch.setattr(S, "_SM_BACKWARD_PARALLEL_MIN", 1 << 16)
     rng = np.random.default_rng(2)
     x = rng.standard_normal((6000, 48)).astype(np.float32)  # 288K elements: split
     g = rng.standard_normal(x.shape).astype(np.float32)

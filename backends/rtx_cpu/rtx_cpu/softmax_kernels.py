@@ -50,7 +50,13 @@ _SM_SMALL = 1 << 15  # elements: a smaller input takes the whole-array steps (th
 _SM_FEW_ROWS = 64  # rows: so few (of a small input) take the whole-array steps too: the
 # C steps' fixed ~13 us (three ctypes calls, the addresses) is more than NumPy's few
 # per-row costs there ((64, 27) log_softmax: 16.7 us in C, 11.8 whole-array)
-_SM_PARALLEL_MIN = 1 << 17  # elements: a smaller input runs on the calling thread alone
+_SM_PARALLEL_MIN = 1 << 19  # elements: a smaller input runs on the calling thread alone.
+# Handing half to ``fused``'s Python pool costs tens of us (a wake, the GIL) and sends
+# the C pool's spinning workers to sleep (the next product wakes them): at 2 threads
+# GPT's (16, 4, 64, 64) softmax took 269 us split, 233 on one thread (512K: 312 /
+# 463), and the whole step went 0.97x as long with it unsplit.
+_SM_BACKWARD_PARALLEL_MIN = 1 << 20  # the backwards' (one pass fewer): 512K elements
+# 129 us split, 108 on one thread; 1M 207 / 264
 _SM_UNBUFFERED_MIN = 512  # columns
 _SM_BUFSIZE = 16  # elements (the smallest NumPy 1 accepts)
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -105,7 +111,7 @@ class _small_buffers:
 
 
 def _run_rows(out: np.ndarray, ins: list[np.ndarray], step: Any, scratch: int,
-              addresses: bool = False) -> None:
+              addresses: bool = False, parallel_min: int | None = None) -> None:
     """``step(o, ins_block, s, t, extra)`` over blocks of whole rows of the (M, N)
     arrays, the rows split over threads; s: (k,) scratch, t: ``scratch`` (k, N)
     scratch arrays, each thread its own. extra: the NumPy steps' ``_small_buffers``,
@@ -136,7 +142,7 @@ def _run_rows(out: np.ndarray, ins: list[np.ndarray], step: Any, scratch: int,
             extra = [a + i * st for a, st in zip(base, steps)] + own if addresses else bufs
             step(out[i:j], [a[i:j] for a in ins], s[:b], [u[:b] for u in t], extra)
 
-    split(m, m * n, run, _SM_PARALLEL_MIN)
+    split(m, m * n, run, _SM_PARALLEL_MIN if parallel_min is None else parallel_min)
 
 
 # -- forward: the array-module table's steps (``rtxcore.dispatch.xp``), per block
@@ -425,11 +431,13 @@ def _row_sums(a: np.ndarray, axis: int) -> np.ndarray:
 def softmax_backward(out: np.ndarray, g: np.ndarray, y: np.ndarray, axis: int) -> None:
     v = _rows_c(out, axis, g, y)
     if v is not None:
-        _run_rows(v[0], v[1:], _softmax_backward_step_c, 0, addresses=True)
+        _run_rows(v[0], v[1:], _softmax_backward_step_c, 0, addresses=True,
+                  parallel_min=_SM_BACKWARD_PARALLEL_MIN)
         return
     v = _blocked(out, axis, g, y) if out.size > _SM_SMALL else None
     if v is not None:
-        _run_rows(v[0], v[1:], _softmax_backward_step, 0)
+        _run_rows(v[0], v[1:], _softmax_backward_step, 0,
+                  parallel_min=_SM_BACKWARD_PARALLEL_MIN)
         return
     s = _row_sums(np.multiply(g, y), axis)
     np.subtract(g, s, out=out)
@@ -439,11 +447,13 @@ def softmax_backward(out: np.ndarray, g: np.ndarray, y: np.ndarray, axis: int) -
 def log_softmax_backward(out: np.ndarray, g: np.ndarray, y: np.ndarray, axis: int) -> None:
     v = _rows_c(out, axis, g, y)
     if v is not None:
-        _run_rows(v[0], v[1:], _log_softmax_backward_step_c, 0, addresses=True)
+        _run_rows(v[0], v[1:], _log_softmax_backward_step_c, 0, addresses=True,
+                  parallel_min=_SM_BACKWARD_PARALLEL_MIN)
         return
     v = _blocked(out, axis, g, y) if out.size > _SM_SMALL else None
     if v is not None:
-        _run_rows(v[0], v[1:], _log_softmax_backward_step, 0)
+        _run_rows(v[0], v[1:], _log_softmax_backward_step, 0,
+                  parallel_min=_SM_BACKWARD_PARALLEL_MIN)
         return
     s = _row_sums(g, axis)
     np.exp(y, out=out)
