@@ -403,3 +403,37 @@ def _on_threads_once(t, fn):
         return fn()
     finally:
         rc.set_num_threads(old)
+
+
+@pytest.mark.parametrize("probe", ["real", "differs"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_two_threads_run_two_blocks_only_where_they_give_the_plans_bits(dtype, probe,
+                                                                        monkeypatch):
+    # a 4-block plan on 2 threads: 2 blocks (each two of the plan's) where one
+    # comparison shows the plan's bits, else the plan's 4; the same bits either way
+    if cpool.gemm(np.dtype(dtype)) is None:
+        pytest.skip("no C compiler or no NumPy BLAS names here")
+    monkeypatch.setattr(blas, "_coarse", {})
+    monkeypatch.setattr(blas, "_one_call_is_blocks", lambda *a: False)
+    if probe == "differs":
+        monkeypatch.setattr(blas, "_probe", lambda *a: False)
+    parts = []
+    real = blas._c_matmul
+    monkeypatch.setattr(blas, "_c_matmul", lambda *a: (parts.append(a[4]), real(*a))[1])
+    rng = np.random.default_rng(7)
+    a, b = (x.astype(dtype) for x in (rng.standard_normal((1024, 128)).T,
+                                      rng.standard_normal((1024, 384))))
+    axis, ranges = blas.blocks(128, 1024, 384)
+    assert len(ranges) == 4
+    res = {}
+    for t in THREADS:
+        parts.clear()
+        res[t] = _on_threads_once(t, lambda: _run_matmul(a, b))
+        if t == 2:
+            (probed,) = blas._coarse.values()
+            assert parts == [2 if probed else 4]
+            assert probed == (probe == "real")
+        else:
+            assert parts == [4]
+    for t in THREADS[1:]:
+        assert np.array_equal(res[t], res[1]), f"{t} threads differ from one"
