@@ -405,12 +405,19 @@ def _on_threads_once(t, fn):
         rc.set_num_threads(old)
 
 
+COARSE = {  # (a, b) of a 4-block and of a 3-block plan
+    "4 blocks": lambda r: (r.standard_normal((1024, 128)).T, r.standard_normal((1024, 384))),
+    "3 blocks": lambda r: (r.standard_normal((64, 192)), r.standard_normal((256, 192)).T),
+}
+
+
+@pytest.mark.parametrize("case", sorted(COARSE))
 @pytest.mark.parametrize("probe", ["real", "differs"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_two_threads_run_two_blocks_only_where_they_give_the_plans_bits(dtype, probe,
+def test_two_threads_run_two_blocks_only_where_they_give_the_plans_bits(dtype, probe, case,
                                                                         monkeypatch):
-    # a 4-block plan on 2 threads: 2 blocks (each two of the plan's) where one
-    # comparison shows the plan's bits, else the plan's 4; the same bits either way
+    # a plan of 3 or 4 blocks on 2 threads: 2 blocks where one comparison shows the
+    # plan's bits, else the plan's; the same bits either way
     if cpool.gemm(np.dtype(dtype)) is None:
         pytest.skip("no C compiler or no NumPy BLAS names here")
     monkeypatch.setattr(blas, "_coarse", {})
@@ -421,19 +428,19 @@ def test_two_threads_run_two_blocks_only_where_they_give_the_plans_bits(dtype, p
     real = blas._c_matmul
     monkeypatch.setattr(blas, "_c_matmul", lambda *a: (parts.append(a[4]), real(*a))[1])
     rng = np.random.default_rng(7)
-    a, b = (x.astype(dtype) for x in (rng.standard_normal((1024, 128)).T,
-                                      rng.standard_normal((1024, 384))))
-    axis, ranges = blas.blocks(128, 1024, 384)
-    assert len(ranges) == 4
+    a, b = (x.astype(dtype) for x in COARSE[case](rng))
+    axis, ranges = blas.blocks(a.shape[0], a.shape[1], b.shape[1])
+    plan = len(ranges)
+    assert plan == int(case[0])
     res = {}
     for t in THREADS:
         parts.clear()
         res[t] = _on_threads_once(t, lambda: _run_matmul(a, b))
-        if t == 2:
-            (probed,) = blas._coarse.values()
-            assert parts == [2 if probed else 4]
-            assert probed == (probe == "real")
+        if 1 < t < plan:
+            (probed,) = [v for k, v in blas._coarse.items() if k[-1] == t]
+            assert parts == [t if probed else plan]
+            assert probe == "real" or not probed  # (the real outcome is BLAS's: either)
         else:
-            assert parts == [4]
+            assert parts == [plan]
     for t in THREADS[1:]:
         assert np.array_equal(res[t], res[1]), f"{t} threads differ from one"

@@ -21,9 +21,9 @@ and ``matmul`` splits a large product over ``fused.threads()`` threads itself:
   block's elements can differ in the last bits from the same elements of one
   whole call; the blocks are therefore chosen from the shape alone (never from
   the thread count) and the same blocks run on one thread as on eight: the
-  same bits on any number of threads. (A thread count that divides the
-  blocks may run fewer, larger ones -- and one thread NumPy's one call --
-  only where a comparison on random operands shows the very same bits.)
+  same bits on any number of threads. (Fewer threads than blocks may run
+  one block a thread -- and one thread NumPy's one call -- only where a
+  comparison on random operands shows the very same bits.)
 
 Where threadpoolctl can't drive NumPy's BLAS, BLAS keeps its own threads and
 nothing is split here.
@@ -219,22 +219,23 @@ def _one_call_is_blocks(out: np.ndarray, a: np.ndarray, b: np.ndarray, axis: int
     return same
 
 
-# On t threads, t blocks (each the union of parts / t neighbouring blocks of the
-# plan: the cuts at size * i / parts / ALIGN * ALIGN include those at size * j / t /
-# ALIGN * ALIGN) run faster than the plan's ``parts``: fewer BLAS calls, each
-# packing its operands once, and no thread takes more blocks than another. On 2
-# threads, (1024, 128) @ (128, 512).T: 719 -> 698 us; (128, 1024).T @ (1024, 512):
-# 880 -> 745; (128, 1024).T @ (1024, 128): 204 -> 185 (PyTorch: 662, 762, 182).
-# Where one comparison shows the same bits (probed as for one call), they do.
+# On t threads, t blocks run faster than the plan's ``parts`` (more than t): fewer
+# BLAS calls, each packing its operands once, and no thread takes more blocks than
+# another (a 3-block plan on 2 threads is one block on one and two on the other).
+# On 2 threads, (1024, 128) @ (128, 512).T: 719 -> 698 us; (128, 1024).T @ (1024,
+# 512): 880 -> 745; (128, 1024).T @ (1024, 128): 204 -> 185; (64, 192) @ (192,
+# 256).T, 3 blocks: 70 -> 52 (PyTorch: 662, 762, 182, 42). Where one comparison
+# shows the plan's bits (probed as for one call: BLAS's order of operations for an
+# element depends on the shapes and layouts alone), they do.
 _coarse: dict[tuple[Any, ...], bool] = {}
 
 
 def _coarser(out: np.ndarray, a: np.ndarray, b: np.ndarray, axis: int, parts: int,
              t: int) -> int:
-    """How many blocks to run the plan's ``parts`` as on ``t`` threads: ``t``
-    where that gives the plan's bits (probed once per shape, layout and dtype),
-    else ``parts``."""
-    if t >= parts or parts % t:
+    """How many blocks to run the plan's ``parts`` as on ``t`` threads (the same
+    rule's cuts: ``size * i / t / ALIGN * ALIGN``): ``t`` where that gives the
+    plan's bits (probed once per shape, layout, dtype and t), else ``parts``."""
+    if t >= parts:
         return parts
     c = cpool.gemm(out.dtype)
     m, k = a.shape
