@@ -239,12 +239,17 @@ def binary(op: str, x: Any, y: Any, kind: int = SAME, out: Tensor | None = None)
             ty = type(y)
             if ty is float or ty is int:
                 b = float(y) if dt.kind == "f" else None
-            elif (isinstance(y, Tensor) and y._dtype is dt and y._shape == shape
-                  and y._device is x._device and y._storage is not x._storage
-                  and (kind == SAME or dt.kind == "f")):
-                b = y._h
-                if b is None:
-                    b = view_of(y)
+            elif (isinstance(y, Tensor) and y._dtype is dt and y._device is x._device
+                  and y._storage is not x._storage and (kind == SAME or dt.kind == "f")):
+                ys = y._shape
+                if ys == shape:
+                    b = y._h
+                    if b is None:
+                        b = view_of(y)
+                elif ys and len(ys) <= len(shape) and broadcast_shapes(shape, ys) == shape:
+                    b = expand_to(y, shape)  # (x += bias: y broadcast over x)
+                else:
+                    b = None
             else:
                 b = None
             k = x._device.kernels.get(op) if b is not None else None
