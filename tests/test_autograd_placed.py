@@ -119,3 +119,57 @@ def test_create_graph_differentiates_through_views_again():
 def test_placed_is_written_out_once_when_alone():
     p = engine.Placed(rc.ones(2, 3), "narrow", (1, 1, 3), None, (2, 5))
     np.testing.assert_array_equal(p.dense().numpy(), [[0, 1, 1, 1, 0], [0, 1, 1, 1, 0]])
+
+
+def test_a_replaced_sum_leaves_no_id_a_new_tensor_could_take():
+    # w's gradient: a float64 root gradient, then float32 ones: the float64 sum is
+    # replaced (another dtype); a later tensor at its address must not be taken for
+    # the engine's own and written in place
+    class Both(rc.autograd.Function):  # one fresh tensor for both inputs
+        @staticmethod
+        def forward(ctx, a, b):
+            return a + b
+
+        @staticmethod
+        def backward(ctx, g):
+            tmp = g * 1.0  # noqa: F841  (a temporary, freed: its address is reused)
+            gg = g * 1.0
+            return gg, gg
+
+    x = rc.tensor([1.0, 2.0], requires_grad=True)
+    y = rc.tensor([1.0, 1.0], requires_grad=True)
+    p, q = x * 1.0, x * 1.0
+    s = Both.apply(p, q)
+    w = y * 1.0
+    rc.autograd.backward([w, (w * 3.0).sum(), (p * 11.0).sum(), (q * 13.0).sum(),
+                          (w * s).sum(), (w * 5.0).sum()],
+                         [rc.ones(2, dtype=rc.float64), None, None, None, None, None])
+    # dL/ds = w = 1: dL/dp = 11 + 1, dL/dq = 13 + 1
+    np.testing.assert_array_equal(x.grad.numpy(), [26.0, 26.0])
+
+
+def test_a_hook_that_changes_its_gradient_in_place_leaves_placed_ones_alone():
+    # add's rule hands one tensor to L and to the view; L's hook scales it in place
+    # (a hook should not, but one that does changes only L's gradient, as before)
+    t = rc.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    leaf = rc.tensor([1.0, 1.0], requires_grad=True)
+    leaf.register_hook(lambda g: g.mul_(100.0))
+    tt = t * 1.0
+    s = leaf + tt[0:2]
+    rc.autograd.backward([(tt * 2.0).sum(), (s * 1.0).sum()])
+    np.testing.assert_array_equal(t.grad.numpy(), [3.0, 3.0, 2.0])
+    np.testing.assert_array_equal(leaf.grad.numpy(), [100.0, 100.0])
+
+
+def test_float64_and_retain_graph_through_views():
+    rng = np.random.default_rng(9)
+    x = rc.tensor(rng.standard_normal((5, 6)), requires_grad=True)
+    a, b = x.split(3, dim=1)
+    loss = (a * a).sum() + (b * 3.0).sum() + x[1].sum()
+    loss.backward(retain_graph=True)
+    first = x.grad.numpy().copy()
+    loss.backward()
+    want = np.concatenate([2.0 * x.detach().numpy()[:, :3], np.full((5, 3), 3.0)], axis=1)
+    want[1] += 1.0
+    np.testing.assert_allclose(first, want, rtol=1e-15)
+    np.testing.assert_allclose(x.grad.numpy(), 2.0 * want, rtol=1e-15)

@@ -11,7 +11,7 @@ import rtxcore as rc
 
 
 @pytest.mark.parametrize("op", ["add_", "sub_", "mul_", "div_"])
-@pytest.mark.parametrize("yshape", [(256,), (1, 256), (64, 1), (3, 64, 256)[1:]])
+@pytest.mark.parametrize("yshape", [(256,), (1, 256), (64, 1), (1, 1)])
 def test_broadcast_operand_matches_numpy(op, yshape):
     rng = np.random.default_rng(0)
     xa = rng.standard_normal((64, 256)).astype(np.float32)

@@ -173,9 +173,13 @@ def _run(roots: list[tuple[Any, Tensor]], retain_graph: bool, create_graph: bool
         needed = _needed(deps, [node for (node, _), _g in roots], target_nodes)
     # 3. run
     buffers: dict[Node, list[Any]] = {}
-    owned: set[int] = set()  # ids of the sums in buffers that the engine made itself
+    # the sums in buffers that the engine made itself (by id: nothing else sees them
+    # until their node runs, so later gradients go into them in place), and the
+    # nodes whose buffers may hold a Placed gradient
+    owned: dict[int, Tensor] = {}
+    placed: set[Node] = set()
     for (node, nr), g in roots:
-        _add_to_buffer(buffers, node, nr, g, owned)
+        _add_to_buffer(buffers, node, nr, g, owned, placed, create_graph)
     lazy = bool(owned)  # whether a buffer may hold a Placed gradient or an owned sum
     user_storages = {id(g._storage) for _, g in roots}
     handed: set[int] = set()
@@ -190,11 +194,16 @@ def _run(roots: list[tuple[Any, Tensor]], retain_graph: bool, create_graph: bool
             if grads is not None:
                 if lazy:
                     _settle(grads, owned)
+                    placed.discard(node)
                 if type(node) is AccumulateGrad:
                     m = node.variable._ag
                     if m is not None and m.hooks:
+                        if placed:  # (a hook may change its gradient in place)
+                            _settle_pending(buffers, placed, owned, create_graph)
                         grads = _leaf_hooks(node, grads)
                 if node._pre_hooks:
+                    if placed:
+                        _settle_pending(buffers, placed, owned, create_graph)
                     grads = _run_pre_hooks(node, grads)
                 if node._retain:
                     _retain(node, grads, create_graph, user_storages, handed)
@@ -207,10 +216,12 @@ def _run(roots: list[tuple[Any, Tensor]], retain_graph: bool, create_graph: bool
                                 _accumulate_into(targets[(node, nr)], g, create_graph, user_storages, handed)
             if type(node) is AccumulateGrad:
                 if grads is not None and accumulate and (targets is None or node in target_nodes):
+                    if placed and node.variable._ag is not None and node.variable._ag.post_hooks:
+                        _settle_pending(buffers, placed, owned, create_graph)
                     _accumulate_leaf(node, grads[0], create_graph, user_storages, handed)
                 continue
             if grads is not None and (needed is None or node in needed):
-                in_grads = _apply(node, grads)
+                in_grads = _apply(node, grads, not create_graph)
             else:
                 in_grads = _NONES
             if not retain_graph:
@@ -226,9 +237,10 @@ def _run(roots: list[tuple[Any, Tensor]], retain_graph: bool, create_graph: bool
                     if buf is None and nr == 0:
                         buffers[nxt] = [g]
                         if type(g) is Placed:
+                            placed.add(nxt)
                             lazy = True
                     else:
-                        _add_to_buffer(buffers, nxt, nr, g, owned)
+                        _add_to_buffer(buffers, nxt, nr, g, owned, placed, create_graph)
                         lazy = True
                 n = deps[nxt] - 1
                 deps[nxt] = n
@@ -301,7 +313,7 @@ class Placed:
 
 
 def _add_to_buffer(buffers: dict[Node, list[Any]], node: Node, nr: int, g: Any,
-                   owned: set[int]) -> None:
+                   owned: dict[int, Tensor], placed: set[Node], create_graph: bool) -> None:
     """Sum ``g`` (a Tensor or a Placed) into node's buffer slot ``nr``. A sum the
     engine made (in ``owned``: nothing else sees it until the node runs) takes
     later gradients in place; outside ``create_graph`` only."""
@@ -313,35 +325,51 @@ def _add_to_buffer(buffers: dict[Node, list[Any]], node: Node, nr: int, g: Any,
     old = buf[nr]
     if old is None:
         buf[nr] = g
+        if type(g) is Placed:
+            placed.add(node)
         return
     if type(old) is Placed:
-        acc = old.dense()
-    elif id(old) in owned and not _state.enabled:
-        acc = old
+        base, mine = old.dense(), True
     else:
-        acc = None
+        base, mine = old, not create_graph and owned.get(id(old)) is old
     if type(g) is Placed:
-        if acc is None:  # (a tensor someone else may see: copied, then added to)
-            acc = C.clone(old)
+        acc = base if mine else C.clone(base)  # (a tensor others may see: copied first)
         g.add_into(acc)
-    elif acc is not None and acc._shape == g._shape and acc._dtype is g._dtype \
-            and acc._device is g._device:
+    elif mine and base._shape == g._shape and base._dtype is g._dtype \
+            and base._device is g._device:
+        acc = base
         E.add_.raw(acc, g)
     else:
-        acc = E.add(old if acc is None else acc, g)
-    if not _state.enabled:
-        owned.add(id(acc))
+        acc = E.add(base, g)
+    if acc is not old:
+        owned.pop(id(old), None)
+    if not create_graph:
+        owned[id(acc)] = acc
     buf[nr] = acc
 
 
-def _settle(grads: list[Any], owned: set[int]) -> None:
+def _settle(grads: list[Any], owned: dict[int, Tensor]) -> None:
     """A node's gradients as its rule takes them: Placed ones written out, and
     the engine's sums no longer its own (the rule may hand them on)."""
     for i, g in enumerate(grads):
         if type(g) is Placed:
             grads[i] = g.dense()
         elif g is not None:
-            owned.discard(id(g))
+            owned.pop(id(g), None)
+
+
+def _settle_pending(buffers: dict[Node, list[Any]], placed: set[Node],
+                    owned: dict[int, Tensor], create_graph: bool) -> None:
+    """Write out every Placed gradient still waiting in a buffer: before a user's
+    hook runs, which may change a gradient in place that one of them reads."""
+    for node in placed:
+        for i, g in enumerate(buffers.get(node) or ()):
+            if type(g) is Placed:
+                d = g.dense()
+                if not create_graph:
+                    owned[id(d)] = d
+                buffers[node][i] = d
+    placed.clear()
 
 
 def _run_pre_hooks(node: Node, grads: list[Any]) -> list[Any]:
@@ -357,11 +385,12 @@ def _run_pre_hooks(node: Node, grads: list[Any]) -> list[Any]:
     return grads
 
 
-def _apply(node: Node, grads: list[Any]) -> tuple[Any, ...]:
+def _apply(node: Node, grads: list[Any], lazy_views: bool = False) -> tuple[Any, ...]:
     """Run ``node``'s rule and fit each gradient to its input (undo broadcasting,
-    match the input's dtype)."""
+    match the input's dtype). ``lazy_views`` (the engine's run, outside
+    create_graph): a view op's gradient may come back as a Placed."""
     placed = node.placed
-    if placed is not None and not _state.enabled:
+    if lazy_views and placed is not None:
         p = placed(node, grads[0])
         if p is not None and p.g._dtype is node._in[0][1]:
             return (p,) + (None,) * (len(node.next_functions) - 1)

@@ -152,13 +152,13 @@ def _recording(name: str, kind: str, device: str | None,
 
 
 def _recording_apply(apply: Callable[..., Any]) -> Callable[..., Any]:
-    def run(node: Any, grads: Any) -> Any:
+    def run(node: Any, grads: Any, *args: Any) -> Any:
         rec = _active._rec if _active is not None else None
         if rec is None:
-            return apply(node, grads)
+            return apply(node, grads, *args)
         ev = rec.begin(node.name(), "backward", _device_of(tuple(grads)), tuple(grads))
         try:
-            return apply(node, grads)
+            return apply(node, grads, *args)
         finally:
             rec.end(ev)
 
