@@ -797,9 +797,12 @@ def conv2d_input_grad(dx: np.ndarray, g: np.ndarray, weight: np.ndarray,
 
 
 # the weight gradient by cconv's implicit GEMM from this many output channels and
-# rows of cols (below, its lanes or tiles would be mostly padding: superres' 32-9
-# layer 3.3 ms against BLAS's 2.7, its 1-64 5x5 1.3 against 1.0)
-_WGRAD_MIN_OC, _WGRAD_MIN_K = 16, 64
+# rows of cols (fewer rows: its tiles would be mostly padding, superres' 1-64 5x5
+# 1.35 ms against BLAS's 1.15). Few output channels leave most of a 16-lane vector
+# empty, but BLAS does worse on a (K, N*P) @ (N*P, OC) product that narrow (and the
+# im2col matrix is written first): at 2 threads superres' 32-9 layer took 3.8 ms by
+# BLAS, 1.2 by the tile; 32-3 3.4 / 2.0, 64-4 1.6 / 1.0; 32-1 2.0 either way
+_WGRAD_MIN_OC, _WGRAD_MIN_K = 2, 64
 # ... and below that many rows, a product per image from this many positions an
 # image (fewer: the per-image calls cost more than the copy of g they save)
 _WGRAD_BATCHED_MIN_P = 256
