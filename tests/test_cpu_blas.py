@@ -444,3 +444,23 @@ def test_two_threads_run_two_blocks_only_where_they_give_the_plans_bits(dtype, p
             assert parts == [plan]
     for t in THREADS[1:]:
         assert np.array_equal(res[t], res[1]), f"{t} threads differ from one"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.int64])
+@pytest.mark.parametrize("shapes", [((2048, 1), (1, 32)), ((3, 4, 1), (3, 1, 6)),
+                                    ((2, 5, 1), (1, 7)), ((0, 1), (1, 3))])
+def test_an_outer_product_is_one_multiply_an_element(shapes, dtype):
+    rng = np.random.default_rng(3)
+    sa, sb = shapes
+    a = (rng.standard_normal(sa) * 3).astype(dtype)
+    b = (rng.standard_normal(sb) * 3).astype(dtype)
+    if a.size:
+        a.flat[0] = 0.0
+        a.flat[-1] = np.inf if np.dtype(dtype).kind == "f" else 7
+    shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
+    got = _run_matmul(a, b)
+    assert got.shape == shape
+    with np.errstate(invalid="ignore"):
+        want = np.matmul(np.broadcast_to(a, shape[:-2] + a.shape[-2:]),
+                         np.broadcast_to(b, shape[:-2] + b.shape[-2:]))
+    np.testing.assert_array_equal(got, want)
