@@ -150,7 +150,9 @@ def test_a_replaced_sum_leaves_no_id_a_new_tensor_could_take():
 
 def test_a_hook_that_changes_its_gradient_in_place_leaves_placed_ones_alone():
     # add's rule hands one tensor to L and to the view; L's hook scales it in place
-    # (a hook should not, but one that does changes only L's gradient, as before)
+    # (a hook should not change its argument; one that does must not reach a view's
+    # gradient that is only waiting to be written out: what the view's rule copied
+    # before the placed gradients, it still sees)
     t = rc.tensor([1.0, 2.0, 3.0], requires_grad=True)
     leaf = rc.tensor([1.0, 1.0], requires_grad=True)
     leaf.register_hook(lambda g: g.mul_(100.0))
@@ -173,3 +175,15 @@ def test_float64_and_retain_graph_through_views():
     want[1] += 1.0
     np.testing.assert_allclose(first, want, rtol=1e-15)
     np.testing.assert_allclose(x.grad.numpy(), 2.0 * want, rtol=1e-15)
+
+
+def test_a_post_accumulate_hook_changing_grad_in_place_leaves_other_gradients_alone():
+    # add's rule hands one tensor to leaf and to t's branch; the hook scales
+    # leaf.grad in place (as an optimizer step in the backward, or DDP's averaging)
+    # before t's branch has read it
+    t = rc.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    leaf = rc.ones(3, requires_grad=True)
+    leaf.register_post_accumulate_grad_hook(lambda p: p.grad.mul_(100.0))
+    ((t * 2.0 + leaf) * 1.0).sum().backward()
+    np.testing.assert_array_equal(t.grad.numpy(), [2.0, 2.0, 2.0])
+    np.testing.assert_array_equal(leaf.grad.numpy(), [100.0, 100.0, 100.0])

@@ -446,7 +446,7 @@ def test_two_threads_run_two_blocks_only_where_they_give_the_plans_bits(dtype, p
         assert np.array_equal(res[t], res[1]), f"{t} threads differ from one"
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.int64])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int64])
 @pytest.mark.parametrize("shapes", [((2048, 1), (1, 32)), ((3, 4, 1), (3, 1, 6)),
                                     ((2, 5, 1), (1, 7)), ((0, 1), (1, 3))])
 def test_an_outer_product_is_one_multiply_an_element(shapes, dtype):
@@ -464,3 +464,17 @@ def test_an_outer_product_is_one_multiply_an_element(shapes, dtype):
         want = np.matmul(np.broadcast_to(a, shape[:-2] + a.shape[-2:]),
                          np.broadcast_to(b, shape[:-2] + b.shape[-2:]))
     np.testing.assert_array_equal(got, want)
+
+
+def test_an_outer_product_of_inf_and_zero_warns_nothing():
+    # PyTorch computes inf * 0 = nan silently; so does every rtx_cpu kernel, even
+    # with warnings made errors (-W error: the backend's own filters come first)
+    import subprocess
+    import sys
+
+    code = ("import numpy as np, rtxcore as rc\n"
+            "r = (rc.tensor([[float('inf')], [1e30]]) @ rc.tensor([[0.0, 1e30]])).numpy()\n"
+            "assert np.isnan(r[0, 0]) and np.isinf(r[0, 1]) and r[1, 0] == 0, r\n")
+    done = subprocess.run([sys.executable, "-W", "error", "-c", code], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0 and "Warning" not in done.stderr, done.stderr

@@ -480,6 +480,11 @@ def _accumulate_leaf(node: AccumulateGrad, g: Tensor, create_graph: bool,
         return
     if g._dtype is not var._dtype:
         g = C.to(g, var._dtype)
+    if m.post_hooks and m.grad is None and not create_graph:
+        # a post-accumulate hook may change .grad in place (an optimizer step in the
+        # backward, DDP's averaging), while the same tensor -- a rule hands one to
+        # several inputs -- still waits for another node: .grad gets its own copy
+        g = contiguous_copy(g)
     _store(m, g, create_graph, user, handed)
     if m.post_hooks:
         for fn in list(m.post_hooks):

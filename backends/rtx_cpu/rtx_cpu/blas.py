@@ -280,7 +280,7 @@ def matmul_kernel(base: Callable[[Any, Any, Any], None]) -> Callable[[Any, Any, 
 
     def matmul(out: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
         nd = out.ndim
-        if a.shape[-1] == 1 and nd >= 2:
+        if a.shape[-1] == 1 and nd >= 2 and out.dtype.kind != "c":
             # an outer product (a conv's 1x1 output, g @ w of one row): one multiply an
             # element, the product's value; NumPy's BLAS call took 2.6x as long ((2048,
             # 1) @ (1, 32): 75 against 29 us)

@@ -30,7 +30,7 @@ from .window_kernels import max_pool2d_tiled, max_pool2d_tiled_backward
 # costs about 1 us a call, more than a tiny add).
 warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"rtxcore\.dispatch\.xp")
 warnings.filterwarnings("ignore", category=RuntimeWarning,
-                        module=r"rtx_cpu\.(kernels|fused|erf_kernels|norm_kernels|parallel)")
+                        module=r"rtx_cpu\.(kernels|fused|erf_kernels|norm_kernels|parallel|blas)")
 
 
 # -- memory: a buffer is any C-contiguous ndarray; views are ndarrays over it
