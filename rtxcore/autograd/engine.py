@@ -180,7 +180,6 @@ def _run(roots: list[tuple[Any, Tensor]], retain_graph: bool, create_graph: bool
     placed: set[Node] = set()
     for (node, nr), g in roots:
         _add_to_buffer(buffers, node, nr, g, owned, placed, create_graph)
-    lazy = bool(owned)  # whether a buffer may hold a Placed gradient or an owned sum
     user_storages = {id(g._storage) for _, g in roots}
     handed: set[int] = set()
     found: dict[Any, Tensor] = {}
@@ -192,7 +191,7 @@ def _run(roots: list[tuple[Any, Tensor]], retain_graph: bool, create_graph: bool
             node = ready.pop()
             grads = buffers.pop(node, None)
             if grads is not None:
-                if lazy:
+                if owned or placed:  # (a buffer may hold a Placed gradient or an owned sum)
                     _settle(grads, owned)
                     placed.discard(node)
                 if type(node) is AccumulateGrad:
@@ -238,10 +237,8 @@ def _run(roots: list[tuple[Any, Tensor]], retain_graph: bool, create_graph: bool
                         buffers[nxt] = [g]
                         if type(g) is Placed:
                             placed.add(nxt)
-                            lazy = True
                     else:
                         _add_to_buffer(buffers, nxt, nr, g, owned, placed, create_graph)
-                        lazy = True
                 n = deps[nxt] - 1
                 deps[nxt] = n
                 if n == 0:

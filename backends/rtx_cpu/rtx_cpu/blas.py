@@ -201,22 +201,10 @@ def _one_call_is_blocks(out: np.ndarray, a: np.ndarray, b: np.ndarray, axis: int
                         parts: int) -> bool:
     """Whether NumPy's one call computes ``a @ b`` with the bits of the C pool's
     ``parts`` blocks along ``axis`` (probed once per shape, layout and dtype)."""
-    c = cpool.gemm(out.dtype)
-    if c is None or not (a.dtype == b.dtype == out.dtype) or np.may_share_memory(a, b) or \
+    if not (a.dtype == b.dtype == out.dtype) or np.may_share_memory(a, b) or \
             not (a.flags.aligned and b.flags.aligned and out.flags.aligned):
         return False
-    m, k = a.shape
-    n = b.shape[1]
-    la, lb = _operand(a, m, k), _operand(b, k, n)
-    if la is None or lb is None:
-        return False
-    key = (out.dtype, la[0], lb[0], axis, m, n, k, parts)
-    same = _whole.get(key)
-    if same is None:
-        same = m * n * k <= PROBE_MAX and _probe(c, out.dtype, la[0], lb[0], axis, m, n, k,
-                                                 parts)
-        _whole[key] = same
-    return same
+    return _same_bits(_whole, out, a, b, axis, parts, None)
 
 
 # On t threads, t blocks run faster than the plan's ``parts`` (more than t): fewer
@@ -237,19 +225,27 @@ def _coarser(out: np.ndarray, a: np.ndarray, b: np.ndarray, axis: int, parts: in
     plan's bits (probed once per shape, layout, dtype and t), else ``parts``."""
     if t >= parts:
         return parts
+    return t if _same_bits(_coarse, out, a, b, axis, parts, t) else parts
+
+
+def _same_bits(cache: dict[tuple[Any, ...], bool], out: np.ndarray, a: np.ndarray,
+               b: np.ndarray, axis: int, parts: int, other: int | None) -> bool:
+    """Whether the C pool's ``parts`` blocks give the bits of ``other`` blocks
+    (None: NumPy's one call): probed once per shape, layout and dtype (and
+    ``other``) on random operands, kept in ``cache``; False where the C pool
+    cannot read the operands as they are."""
     c = cpool.gemm(out.dtype)
     m, k = a.shape
     n = b.shape[1]
     la, lb = _operand(a, m, k), _operand(b, k, n)
     if c is None or la is None or lb is None:
-        return parts
-    key = (out.dtype, la[0], lb[0], axis, m, n, k, parts, t)
-    same = _coarse.get(key)
+        return False
+    key = (out.dtype, la[0], lb[0], axis, m, n, k, parts) + (() if other is None else (other,))
+    same = cache.get(key)
     if same is None:
-        same = m * n * k <= PROBE_MAX and _probe(c, out.dtype, la[0], lb[0], axis, m, n, k,
-                                                 parts, t)
-        _coarse[key] = same
-    return t if same else parts
+        same = cache[key] = m * n * k <= PROBE_MAX and _probe(
+            c, out.dtype, la[0], lb[0], axis, m, n, k, parts, other)
+    return same
 
 
 def _probe(c: tuple[Any, int, bool], dt: np.dtype, ta: int, tb: int, axis: int, m: int,
